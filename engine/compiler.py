@@ -1,0 +1,211 @@
+"""The compiler: a snapshot and its workloads in, the facts of facts.py out.
+
+Resource amounts become integers: for each resource, the unit is the largest quantity that
+divides every amount (so ``500m`` and ``2`` CPU become 1 and 4 in units of ``500m``). If the
+sums could overflow clingo's 32-bit integers, the unit grows and amounts are rounded in the
+safe direction (requests up, quotas and limits down), so rounding never over-commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil, floor, gcd
+from typing import Iterable, Mapping
+
+from .config import Config
+from .errors import SnapshotError
+from .facts import PREDICATES, Fact, Node, Value
+from .objects import ClusterQueue, LabelSelector, ResourceGroup
+from .quantity import format_quantity
+from .snapshot import Snapshot
+from .workloads import Workload
+
+__all__ = ["Compiled", "compile_facts"]
+
+_MAX_TOTAL = 2**30  # headroom below clingo's 2**31 for sums of sums
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The facts of one cycle, with what is needed to read the answer back."""
+
+    facts: tuple[Fact, ...]
+    units: Mapping[str, Fraction]  # resource -> the quantity one integer unit stands for
+    workloads: Mapping[str, Workload]  # key -> workload, for every workload given facts
+
+    def amount(self, resource: str, units: int) -> Fraction:
+        return self.units.get(resource, Fraction(1)) * units
+
+
+class _Facts:
+    def __init__(self) -> None:
+        self.items: list[Fact] = []
+
+    def add(self, predicate: str, *args: Value) -> None:
+        expected = PREDICATES[predicate].args
+        if len(args) != len(expected):
+            raise AssertionError(f"{predicate} takes {len(expected)} arguments, got {args}")
+        self.items.append(Fact(predicate, args))
+
+
+def _gcd(values: Iterable[Fraction]) -> Fraction:
+    nums, dens = 0, 1
+    for v in values:
+        if v:
+            nums = gcd(nums, v.numerator)
+            dens = dens * v.denominator // gcd(dens, v.denominator)
+    return Fraction(nums, dens) if nums else Fraction(1)
+
+
+def _units(snapshot: Snapshot, workloads: Iterable[Workload]) -> dict[str, Fraction]:
+    quotas: dict[str, list[Fraction]] = {}
+    demands: dict[str, list[Fraction]] = {}
+    for groups in [cq.resource_groups for cq in snapshot.cluster_queues.values()] + \
+                  [c.resource_groups for c in snapshot.cohorts.values()]:
+        for g in groups:
+            for fq in g.flavors:
+                for r, q in fq.resources.items():
+                    quotas.setdefault(r, []).extend(v for v in (q.nominal, q.borrowing_limit, q.lending_limit) if v is not None)
+    for w in workloads:
+        for ps in w.pod_sets:
+            for r, v in ps.requests.items():
+                demands.setdefault(r, []).append(v * max(ps.count, 1))
+                quotas.setdefault(r, []).append(v)
+    units = {}
+    for r in sorted(set(quotas) | set(demands)):
+        unit = _gcd(quotas.get(r, []) + demands.get(r, []))
+        total = (sum(quotas.get(r, [])) + sum(demands.get(r, []))) / unit
+        if total > _MAX_TOTAL:
+            unit *= ceil(total / _MAX_TOTAL)
+        units[r] = unit
+    return units
+
+
+def _tree(snapshot: Snapshot) -> dict[str, str | None]:
+    """Cohort name -> parent, for every cohort named anywhere; rejects cycles."""
+    parents: dict[str, str | None] = {c.name: c.parent for c in snapshot.cohorts.values()}
+    for cq in snapshot.cluster_queues.values():
+        if cq.cohort:
+            parents.setdefault(cq.cohort, None)
+    for c in list(parents.values()):
+        if c:
+            parents.setdefault(c, None)
+    for start in parents:
+        seen, node = [start], parents[start]
+        while node is not None:
+            if node in seen:
+                raise SnapshotError(f"cohort parents form a cycle: {' -> '.join(seen + [node])}",
+                                    obj=f"Cohort {start}", field="spec.parentName")
+            seen.append(node)
+            node = parents.get(node)
+    return parents
+
+
+def _namespace_labels(snapshot: Snapshot, name: str) -> dict[str, str]:
+    ns = snapshot.namespaces.get(name)
+    return {**(ns.labels if ns else {}), "kubernetes.io/metadata.name": name}
+
+
+def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    return selector is not None and selector.matches(labels)
+
+
+def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload], config: Config = Config()) -> Compiled:
+    """Emit the facts for one cycle. Finished workloads are left out: they hold no quota."""
+    del config  # reserved: compiler options (e.g. which optional facts to emit)
+    live = sorted((w for w in workloads if not w.finished), key=lambda w: w.key)
+    units = _units(snapshot, live)
+    out = _Facts()
+
+    def up(resource: str, value: Fraction) -> int:  # requests: round up, never under-count use
+        return ceil(value / units[resource])
+
+    def down(resource: str, value: Fraction) -> int:  # quotas: round down, never over-commit
+        return floor(value / units[resource])
+
+    for r, unit in units.items():
+        out.add("resource_unit", r, format_quantity(unit))
+    for f in snapshot.flavors.values():
+        out.add("flavor", f.name)
+        for k, v in f.node_labels.items():
+            out.add("flavor_label", f.name, k, v)
+        for t in f.node_taints:
+            if t.effect != "PreferNoSchedule":
+                out.add("flavor_taint", f.name, t.key, t.value, t.effect)
+
+    def quota_facts(node: Node, groups: tuple[ResourceGroup, ...]) -> None:
+        for g in groups:
+            for fq in g.flavors:
+                for r in g.covered:
+                    q = fq.resources.get(r)
+                    out.add("quota", node, fq.flavor, r, down(r, q.nominal) if q else 0)
+                    if q and q.borrowing_limit is not None:
+                        out.add("borrowing_limit", node, fq.flavor, r, down(r, q.borrowing_limit))
+                    if q and q.lending_limit is not None:
+                        out.add("lending_limit", node, fq.flavor, r, down(r, q.lending_limit))
+
+    for name, parent in _tree(snapshot).items():
+        out.add("cohort", name)
+        if parent:
+            out.add("queue_parent", Node("cohort", name), Node("cohort", parent))
+    for c in snapshot.cohorts.values():
+        quota_facts(Node("cohort", c.name), c.resource_groups)
+
+    namespaces = sorted({w.namespace for w in live})
+    for cq in snapshot.cluster_queues.values():
+        _cluster_queue_facts(out, cq, quota_facts)
+        for ns in namespaces:
+            if _selects(cq.namespace_selector, _namespace_labels(snapshot, ns)):
+                out.add("cq_namespace", cq.name, ns)
+    for lq in snapshot.local_queues.values():
+        out.add("local_queue", lq.namespace, lq.name, lq.cluster_queue)
+
+    for position, w in enumerate(live):
+        _workload_facts(out, w, position, up)
+    return Compiled(tuple(out.items), units, {w.key: w for w in live})
+
+
+def _cluster_queue_facts(out: _Facts, cq: ClusterQueue, quota_facts) -> None:  # type: ignore[no-untyped-def]
+    out.add("cluster_queue", cq.name)
+    if cq.stopped:
+        out.add("cq_stopped", cq.name)
+    node = Node("cq", cq.name)
+    if cq.cohort:
+        out.add("queue_parent", node, Node("cohort", cq.cohort))
+    out.add("queueing_strategy", cq.name, cq.queueing_strategy)
+    out.add("flavor_fungibility", cq.name, "whenCanBorrow", cq.when_can_borrow)
+    out.add("flavor_fungibility", cq.name, "whenCanPreempt", cq.when_can_preempt)
+    for gi, g in enumerate(cq.resource_groups):
+        for r in g.covered:
+            out.add("cq_resource", cq.name, gi, r)
+        for pos, fq in enumerate(g.flavors):
+            out.add("cq_flavor", cq.name, gi, fq.flavor, pos)
+    quota_facts(node, cq.resource_groups)
+
+
+def _workload_facts(out: _Facts, w: Workload, position: int, up) -> None:  # type: ignore[no-untyped-def]
+    k = w.key
+    out.add("workload", k)
+    out.add("workload_namespace", k, w.namespace)
+    out.add("workload_queue", k, w.queue)
+    out.add("workload_priority", k, w.priority)
+    out.add("workload_created", k, w.created)
+    out.add("workload_tiebreak", k, position)
+    if w.held:
+        out.add("held", k)
+    for ps in w.pod_sets:
+        out.add("pod_set", k, ps.name, ps.count)
+        for r, v in ps.requests.items():
+            out.add("pod_request", k, ps.name, r, up(r, v))
+        for req in ps.node_labels:
+            for v in req.values:
+                out.add("pod_set_node_label", k, ps.name, req.key, v)
+        for t in ps.tolerations:
+            out.add("pod_set_toleration", k, ps.name, t.key, t.operator, t.value, t.effect)
+    if w.admission is not None:
+        out.add("admitted", k)
+        for a in w.admission.pod_sets:
+            for r, f in a.flavors.items():
+                out.add("admitted_flavor", k, a.name, r, f)
+            out.add("admitted_count", k, a.name, w.admitted_count(a.name))

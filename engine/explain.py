@@ -1,0 +1,49 @@
+"""Turning the explanation pass's reason terms into reasons with quantities and words."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .compiler import Compiled
+from .quantity import format_quantity
+from .reasons import BY_TERM, Reason, make_reason
+from .solver import Term
+
+__all__ = ["decode_reasons"]
+
+_AMOUNTS = ("need", "unusedNominal", "lent", "borrowable", "short", "capacity")
+
+
+def _why(term: Any) -> str:
+    """Words for a flavor_unfit cause."""
+    if isinstance(term, Term) and term.name == "untolerated_taint":
+        key, value, effect = term.args
+        return f"pods do not tolerate its taint {key}{'=' + value if value else ''}:{effect}"
+    if isinstance(term, Term) and term.name == "node_label":
+        key, value = term.args
+        return f"its nodes have {key}={value}, which the pods' node selector or affinity excludes"
+    return str(term)
+
+
+def decode_reasons(terms: Iterable[Any], compiled: Compiled) -> list[Reason]:
+    """Reasons from ``reason/2`` terms, amounts converted back to Kubernetes quantities.
+
+    Terms the catalog does not know (a user policy's own) become reasons with their term as
+    code, so that nothing a policy says is dropped.
+    """
+    out = []
+    for term in terms:
+        if not isinstance(term, Term):
+            term = Term(str(term))
+        kind = BY_TERM.get(term.name)
+        if kind is None or len(kind.args) != len(term.args):
+            out.append(Reason(term.name, f"policy reason {term}", {"term": str(term)}))
+            continue
+        details = dict(zip(kind.args, term.args))
+        for name in _AMOUNTS:
+            if name in details:
+                details[name] = format_quantity(compiled.amount(details["resource"], details[name]))
+        if "why" in details:
+            details["why"] = _why(details["why"])
+        out.append(make_reason(kind.code, **details))
+    return out

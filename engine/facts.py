@@ -1,0 +1,169 @@
+"""The facts schema: every predicate the compiler emits, declared once.
+
+This table is the documented, versioned contract between the compiler and policy files: the
+facts reference (``clueue facts --reference``) is generated from it, ``#defined`` directives for
+optional inputs are generated from it, and the compiler can only emit predicates declared here.
+
+Argument types: ``str`` is a quoted string, ``int`` an integer (resource amounts are integers
+in the resource's unit, see ``resource_unit/2``), ``node`` a term ``cq("name")`` or
+``cohort("name")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Union
+
+__all__ = ["FACTS_VERSION", "Predicate", "PREDICATES", "Node", "Fact", "render_facts", "value_text"]
+
+FACTS_VERSION = "clueue.dev/facts/v1"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of the quota tree: ``cq("name")`` or ``cohort("name")``."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}({_quote(self.name)})"
+
+
+Value = Union[str, int, Node]
+
+
+@dataclass(frozen=True)
+class Predicate:
+    name: str
+    args: tuple[tuple[str, str], ...]  # (argument name, type)
+    doc: str
+    example: str
+
+    @property
+    def signature(self) -> str:
+        return f"{self.name}({','.join(a for a, _ in self.args)})"
+
+
+def _p(signature: str, types: str, doc: str, example: str) -> Predicate:
+    name, _, rest = signature.partition("(")
+    names = [a.strip() for a in rest.rstrip(")").split(",")]
+    kinds = types.split()
+    assert len(names) == len(kinds), signature
+    return Predicate(name, tuple(zip(names, kinds)), doc, example)
+
+
+PREDICATES: dict[str, Predicate] = {p.name: p for p in (
+    # -- flavors ------------------------------------------------------------------------------
+    _p("flavor(F)", "str", "ResourceFlavor F exists.", 'flavor("on-demand").'),
+    _p("flavor_label(F,Key,Value)", "str str str", "Nodes of flavor F carry label Key=Value (spec.nodeLabels).",
+       'flavor_label("spot","cloud.example/capacity","spot").'),
+    _p("flavor_taint(F,Key,Value,Effect)", "str str str str",
+       "Nodes of flavor F carry a NoSchedule or NoExecute taint (spec.nodeTaints).",
+       'flavor_taint("spot","spot","true","NoSchedule").'),
+    # -- queues and the quota tree ------------------------------------------------------------
+    _p("cluster_queue(Q)", "str", "ClusterQueue Q exists.", 'cluster_queue("team-a").'),
+    _p("cq_stopped(Q)", "str", "ClusterQueue Q has a stopPolicy other than None: it admits nothing new.",
+       'cq_stopped("team-a").'),
+    _p("cohort(C)", "str", "Cohort C exists, as an object or because a ClusterQueue or Cohort names it.",
+       'cohort("eng").'),
+    _p("queue_parent(N,P)", "node node", "Node N of the quota tree is a child of cohort P.",
+       'queue_parent(cq("team-a"),cohort("eng")).'),
+    _p("quota(N,F,R,Amount)", "node str str int", "Nominal quota of node N for resource R in flavor F.",
+       'quota(cq("team-a"),"on-demand","cpu",8).'),
+    _p("borrowing_limit(N,F,R,Amount)", "node str str int",
+       "Node N may use at most Amount beyond its nominal quota (unset: no limit but the cohort's).",
+       'borrowing_limit(cq("team-a"),"on-demand","cpu",4).'),
+    _p("lending_limit(N,F,R,Amount)", "node str str int",
+       "At most Amount of node N's quota may be lent; the rest is guaranteed to N.",
+       'lending_limit(cq("team-b"),"on-demand","cpu",2).'),
+    _p("cq_flavor(Q,G,F,Pos)", "str int str int",
+       "Resource group G of ClusterQueue Q lists flavor F at position Pos (0 is tried first).",
+       'cq_flavor("team-a",0,"on-demand",0).'),
+    _p("cq_resource(Q,G,R)", "str int str", "Resource group G of ClusterQueue Q covers resource R.",
+       'cq_resource("team-a",0,"cpu").'),
+    _p("cq_namespace(Q,NS)", "str str", "The namespaceSelector of ClusterQueue Q selects namespace NS.",
+       'cq_namespace("team-a","research").'),
+    _p("queueing_strategy(Q,S)", "str str", "ClusterQueue Q orders its queue by S: BestEffortFIFO or StrictFIFO.",
+       'queueing_strategy("team-a","StrictFIFO").'),
+    _p("flavor_fungibility(Q,When,Policy)", "str str str",
+       "flavorFungibility of ClusterQueue Q: When is whenCanBorrow or whenCanPreempt.",
+       'flavor_fungibility("team-a","whenCanBorrow","TryNextFlavor").'),
+    _p("local_queue(NS,LQ,Q)", "str str str", "LocalQueue NS/LQ points to ClusterQueue Q.",
+       'local_queue("research","main","team-a").'),
+    # -- workloads ------------------------------------------------------------------------------
+    _p("workload(W)", "str", "Workload W (namespace/name) exists and is not finished.", 'workload("research/train").'),
+    _p("workload_namespace(W,NS)", "str str", "Workload W lives in namespace NS.",
+       'workload_namespace("research/train","research").'),
+    _p("workload_queue(W,LQ)", "str str", "Workload W is queued in LocalQueue LQ of its namespace.",
+       'workload_queue("research/train","main").'),
+    _p("workload_priority(W,P)", "str int", "Workload W has priority P.", 'workload_priority("research/train",100).'),
+    _p("workload_created(W,T)", "str int", "Workload W was created at T (seconds since the epoch; 0 if unknown).",
+       'workload_created("research/train",1767225600).'),
+    _p("workload_tiebreak(W,N)", "str int", "Position N of W in name order: the last ordering tie-break.",
+       'workload_tiebreak("research/train",7).'),
+    _p("held(W)", "str", "The compiler holds W back this cycle (e.g. an incomplete pod group); see its reasons.",
+       'held("research/train").'),
+    _p("pod_set(W,PS,Count)", "str str int", "Workload W has pod set PS of Count pods.",
+       'pod_set("research/train","workers",4).'),
+    _p("pod_request(W,PS,R,Amount)", "str str str int", "Each pod of pod set PS requests Amount of resource R.",
+       'pod_request("research/train","workers","cpu",2).'),
+    _p("pod_set_node_label(W,PS,Key,Value)", "str str str str",
+       "Pods of PS require node label Key to be Value (one fact per allowed value).",
+       'pod_set_node_label("research/train","workers","cloud.example/capacity","spot").'),
+    _p("pod_set_toleration(W,PS,Key,Op,Value,Effect)", "str str str str str str",
+       "Pods of PS tolerate taints matching Key/Op/Value/Effect ('' key with Exists: every key; '' effect: every effect).",
+       'pod_set_toleration("research/train","workers","spot","Exists","","NoSchedule").'),
+    _p("admitted(W)", "str", "W was admitted before this cycle and keeps its quota.", 'admitted("research/serve").'),
+    _p("admitted_flavor(W,PS,R,F)", "str str str str", "Admitted W holds resource R of pod set PS in flavor F.",
+       'admitted_flavor("research/serve","main","cpu","on-demand").'),
+    _p("admitted_count(W,PS,N)", "str str int",
+       "N pods of admitted pod set PS hold quota (succeeded pods are reclaimable and excluded).",
+       'admitted_count("research/serve","main",2).'),
+    _p("resource_unit(R,Unit)", "str str", "Amounts of resource R are integers in Unit (a Kubernetes quantity).",
+       'resource_unit("memory","1Gi").'),
+)}
+
+
+@dataclass(frozen=True)
+class Fact:
+    predicate: str
+    args: tuple[Value, ...]
+
+    def __str__(self) -> str:
+        return f"{self.predicate}({','.join(value_text(a) for a in self.args)})."
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def value_text(value: Value) -> str:
+    if isinstance(value, bool):
+        raise TypeError("booleans are not fact values")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Node):
+        return str(value)
+    return _quote(value)
+
+
+def render_facts(facts: Iterable[Fact], *, commented: bool = False) -> str:
+    """Facts as ASP text, sorted; with ``commented``, each predicate is headed by its meaning."""
+    by_pred: dict[str, list[str]] = {}
+    for fact in facts:
+        by_pred.setdefault(fact.predicate, []).append(str(fact))
+    lines: list[str] = []
+    for name in (n for n in PREDICATES if n in by_pred):
+        if commented:
+            p = PREDICATES[name]
+            lines += ["", f"% {p.signature}: {p.doc}"]
+        lines += sorted(by_pred[name])
+    if commented:
+        lines = [f"% clueue facts ({FACTS_VERSION})"] + lines
+    return "\n".join(lines) + "\n"
+
+
+def defined_directives() -> str:
+    """``#defined`` for every input predicate, so that policies may read absent ones silently."""
+    return "".join(f"#defined {p.name}/{len(p.args)}.\n" for p in PREDICATES.values())

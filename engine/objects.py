@@ -1,0 +1,226 @@
+"""The typed objects of a snapshot: frozen dataclasses converted from Kubernetes payloads.
+
+Only the fields clueue decides on are kept. Names follow Kueue's public API (kueue.x-k8s.io
+v1beta1 and v1beta2) and core Kubernetes; both API versions load into the same types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Mapping
+
+__all__ = [
+    "LabelSelector", "Requirement", "Taint", "Toleration", "NodeLabelRequirement",
+    "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
+    "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
+    "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
+]
+
+Resources = Mapping[str, Fraction]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One ``matchExpressions`` entry of a label selector."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        return not present  # DoesNotExist
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """A Kubernetes label selector; the empty selector matches everything."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    operator: str  # Equal or Exists
+    value: str
+    effect: str  # "" tolerates every effect
+
+
+@dataclass(frozen=True)
+class NodeLabelRequirement:
+    """A pod asks for nodes whose label ``key`` has one of ``values`` (nodeSelector or affinity)."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Resources
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool
+
+
+@dataclass(frozen=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str]
+    node_taints: tuple[Taint, ...]
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    nominal: Fraction
+    borrowing_limit: Fraction | None = None
+    lending_limit: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class FlavorQuotas:
+    flavor: str
+    resources: Mapping[str, ResourceQuota]
+
+
+@dataclass(frozen=True)
+class ResourceGroup:
+    covered: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None
+    resource_groups: tuple[ResourceGroup, ...]
+    namespace_selector: LabelSelector | None  # None: no namespace is selected
+    queueing_strategy: str  # BestEffortFIFO or StrictFIFO
+    when_can_borrow: str  # Borrow or TryNextFlavor
+    when_can_preempt: str  # Preempt or TryNextFlavor
+    stopped: bool
+
+
+@dataclass(frozen=True)
+class Cohort:
+    name: str
+    parent: str | None
+    resource_groups: tuple[ResourceGroup, ...]
+
+
+@dataclass(frozen=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+
+
+@dataclass(frozen=True)
+class PodSetSpec:
+    """A set of identical pods: ``count`` pods, each requesting ``requests``."""
+
+    name: str
+    count: int
+    requests: Resources
+    node_labels: tuple[NodeLabelRequirement, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodSetAdmission:
+    name: str
+    flavors: Mapping[str, str]  # resource -> flavor
+    count: int
+
+
+@dataclass(frozen=True)
+class Admission:
+    cluster_queue: str
+    pod_sets: tuple[PodSetAdmission, ...]
+
+
+@dataclass(frozen=True)
+class KueueWorkload:
+    """A ``kueue.x-k8s.io`` Workload object."""
+
+    namespace: str
+    name: str
+    queue_name: str
+    priority: int | None
+    priority_class: str | None
+    pod_sets: tuple[PodSetSpec, ...]
+    admission: Admission | None
+    finished: bool
+    created: int
+    reclaimable: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodGroupSetEntry:
+    """One role declared by the ``kueue.x-k8s.io/pod-group-sets`` annotation."""
+
+    name: str
+    count: int
+    template: Mapping[str, object] | None  # a pod template; None: the annotated pod's own spec
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    created: int
+    phase: str
+    deleting: bool
+    scheduling_gates: tuple[str, ...]
+    owner_kinds: tuple[str, ...]  # "group/Kind" of controlling owners
+    priority: int | None
+    priority_class_name: str | None
+    requests: Resources
+    node_labels: tuple[NodeLabelRequirement, ...]
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+    role_hash: str
+    source: str

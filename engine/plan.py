@@ -1,0 +1,128 @@
+"""The plan: the versioned output of a decision cycle (``apiVersion: clueue.dev/v1, kind: Plan``).
+
+JSON and YAML carry :meth:`Plan.to_dict`; the text output is rendered from the same data.
+The format is documented in ``docs/plan-format.md``; fields are only ever added within v1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .reasons import Reason
+
+__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "WorkloadEntry", "Action", "SolverInfo", "Plan", "STATES"]
+
+PLAN_API_VERSION = "clueue.dev/v1"
+STATES = ("admitted", "pending", "inadmissible", "finished")
+
+
+@dataclass(frozen=True)
+class PodSetAssignment:
+    name: str
+    count: int
+    flavors: Mapping[str, str]  # resource -> flavor
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "count": self.count, "flavors": dict(sorted(self.flavors.items()))}
+
+
+@dataclass(frozen=True)
+class WorkloadEntry:
+    """The decision for one workload and the reasons behind it."""
+
+    name: str  # namespace/name
+    queue: str
+    cluster_queue: str | None
+    priority: int
+    state: str  # one of STATES
+    origin: str
+    rank: int | None = None  # 1-based position among this cycle's candidates
+    admission: tuple[PodSetAssignment, ...] = ()
+    reasons: tuple[Reason, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "queue": self.queue, "clusterQueue": self.cluster_queue,
+                               "priority": self.priority, "state": self.state, "origin": self.origin}
+        if self.rank is not None:
+            out["rank"] = self.rank
+        if self.admission:
+            out["admission"] = {"clusterQueue": self.cluster_queue, "podSets": [a.to_dict() for a in self.admission]}
+        out["reasons"] = [r.to_dict() for r in self.reasons]
+        return out
+
+
+@dataclass(frozen=True)
+class Action:
+    """Something an adapter does to apply the plan.
+
+    Kinds: ``admit`` (write the Workload's admission), ``ungate`` (remove the admission gate of
+    a pod and add ``nodeSelector``), ``delete-pod`` (an excess pod).
+    """
+
+    kind: str
+    target: str  # "namespace/name" of the pod or workload acted on
+    workload: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "target": self.target, "workload": self.workload, **dict(self.details)}
+
+
+@dataclass(frozen=True)
+class SolverInfo:
+    compile_seconds: float
+    ground_seconds: float
+    solve_seconds: float
+    explain_seconds: float
+    total_seconds: float
+    optimal: bool
+    budget_seconds: float
+    budget_exhausted: bool
+    candidates: int
+    checks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        r = lambda x: round(x, 4)  # noqa: E731 - seconds to 0.1 ms
+        return {"compileSeconds": r(self.compile_seconds), "groundSeconds": r(self.ground_seconds),
+                "solveSeconds": r(self.solve_seconds), "explainSeconds": r(self.explain_seconds),
+                "totalSeconds": r(self.total_seconds), "optimal": self.optimal,
+                "budgetSeconds": self.budget_seconds, "budgetExhausted": self.budget_exhausted,
+                "candidates": self.candidates, "checks": self.checks}
+
+
+@dataclass(frozen=True)
+class Plan:
+    workloads: tuple[WorkloadEntry, ...]
+    actions: tuple[Action, ...]
+    solver: SolverInfo
+    snapshot_digest: str
+    policy_digest: str
+    notices: tuple[str, ...] = ()
+
+    def workload(self, name: str) -> WorkloadEntry:
+        """The entry for ``namespace/name`` (or a unique bare ``name``).
+
+        Raises:
+            KeyError: no such workload, or a bare name matching several.
+        """
+        exact = [w for w in self.workloads if w.name == name]
+        loose = exact or [w for w in self.workloads if w.name.split("/", 1)[1] == name]
+        if len(loose) != 1:
+            raise KeyError(name)
+        return loose[0]
+
+    def summary(self) -> dict[str, int]:
+        return {s: sum(1 for w in self.workloads if w.state == s) for s in STATES}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiVersion": PLAN_API_VERSION,
+            "kind": "Plan",
+            "metadata": {"snapshotDigest": self.snapshot_digest, "policyDigest": self.policy_digest},
+            "summary": self.summary(),
+            "workloads": [w.to_dict() for w in self.workloads],
+            "actions": [a.to_dict() for a in self.actions],
+            "solver": self.solver.to_dict(),
+            "notices": list(self.notices),
+        }

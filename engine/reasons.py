@@ -1,0 +1,112 @@
+"""Reasons: why a workload got its decision, as data first and as words second.
+
+Every reason has a stable ``code`` (part of the plan format), the ``details`` behind it, and a
+``message`` rendered from the template below. The explanation policy derives reason terms
+(``reason(W, insufficient_quota(...))``); :data:`CATALOG` names their arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import jinja2
+
+__all__ = ["Reason", "ReasonKind", "CATALOG", "make_reason", "INADMISSIBLE_CODES"]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason: a stable code, the numbers and objects behind it, and a sentence."""
+
+    code: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **({"details": dict(self.details)} if self.details else {})}
+
+
+@dataclass(frozen=True)
+class ReasonKind:
+    code: str
+    term: str | None  # name of the policy term that yields it, None for engine-made reasons
+    args: tuple[str, ...]
+    template: str
+    inadmissible: bool = False  # True: cannot be admitted as configured, whatever the usage
+
+
+_KINDS = (
+    # Derived by policies/explain.lp
+    ReasonKind("LocalQueueNotFound", "local_queue_not_found", ("namespace", "localQueue"),
+               "LocalQueue {{namespace}}/{{localQueue}} does not exist", True),
+    ReasonKind("ClusterQueueNotFound", "cluster_queue_not_found", ("clusterQueue",),
+               "ClusterQueue {{clusterQueue}} does not exist", True),
+    ReasonKind("ClusterQueueInactive", "cluster_queue_inactive", ("clusterQueue", "flavor"),
+               "ClusterQueue {{clusterQueue}} is inactive: its flavor {{flavor}} does not exist", True),
+    ReasonKind("ClusterQueueStopped", "cluster_queue_stopped", ("clusterQueue",),
+               "ClusterQueue {{clusterQueue}} is stopped (stopPolicy) and admits nothing new", True),
+    ReasonKind("NamespaceNotSelected", "namespace_not_selected", ("namespace", "clusterQueue"),
+               "namespace {{namespace}} is not selected by the namespaceSelector of ClusterQueue {{clusterQueue}}", True),
+    ReasonKind("ResourceNotCovered", "resource_not_covered", ("podSet", "resource", "clusterQueue"),
+               "pod set {{podSet}} requests {{resource}}, which no resource group of ClusterQueue {{clusterQueue}} covers", True),
+    ReasonKind("NoFittingFlavor", "no_fitting_flavor", ("podSet", "resourceGroup"),
+               "no flavor of resource group {{resourceGroup}} fits pod set {{podSet}}", True),
+    ReasonKind("FlavorUnfit", "flavor_unfit", ("podSet", "flavor", "why"),
+               "flavor {{flavor}} does not fit pod set {{podSet}}: {{why}}"),
+    ReasonKind("ExceedsCapacity", "exceeds_capacity", ("clusterQueue", "flavor", "resource", "need", "capacity"),
+               "needs {{need}} {{resource}} in flavor {{flavor}}, more than ClusterQueue {{clusterQueue}} could ever use ({{capacity}})", True),
+    ReasonKind("NeverFits", "never_fits", (),
+               "too large for every flavor it could use, even in an empty cluster", True),
+    ReasonKind("InsufficientQuota", "insufficient_quota",
+               ("clusterQueue", "flavor", "resource", "need", "unusedNominal", "lent", "borrowable", "short"),
+               "needs {{need}} {{resource}} in flavor {{flavor}} of ClusterQueue {{clusterQueue}}: "
+               "{{unusedNominal}} free in its nominal quota{% if lent != '0' %} (another {{lent}} is lent to other queues){% endif %}, "
+               "{{borrowable}} can be borrowed, so it is {{short}} short"),
+    # Made by the engine
+    ReasonKind("WaitsBehind", None, ("workloads",),
+               "waits behind higher-ranked workloads admitted first: {{workloads|join(', ')}}"),
+    ReasonKind("StrictFIFOBlocked", None, ("head",),
+               "StrictFIFO: waits until {{head}}, ranked before it in the same ClusterQueue, is admitted"),
+    ReasonKind("NoCombinedFit", None, (),
+               "each resource fits on its own, but no combination of flavors fits all pod sets together"),
+    ReasonKind("BudgetExhausted", None, ("budgetSeconds",),
+               "not considered: the solver's time budget of {{budgetSeconds}}s ran out first"),
+    ReasonKind("GroupIncomplete", None, ("group", "pods", "total"),
+               "pod group {{group}} has {{pods}} of {{total}} pods; it is considered once all exist"),
+    ReasonKind("GroupCountMismatch", None, ("group", "counts"),
+               "pods of group {{group}} disagree on pod-group-total-count: {{counts|join(', ')}}", True),
+    ReasonKind("InvalidGroupCount", None, ("group", "value"),
+               "pod-group-total-count {{value|tojson}} of group {{group}} is not a positive integer", True),
+    ReasonKind("TooManyRoles", None, ("group", "roles", "limit"),
+               "pod group {{group}} has {{roles}} different pod shapes (roles); at most {{limit}} are allowed", True),
+    ReasonKind("InvalidPodGroupSets", None, ("group", "error"),
+               "the pod-group-sets annotation of group {{group}} is invalid: {{error}}", True),
+    ReasonKind("ExcessPod", None, ("group", "total"),
+               "group {{group}} declares {{total}} pods; this one is in excess and the youngest"),
+    ReasonKind("Admitted", None, ("clusterQueue", "flavors"),
+               "admitted in ClusterQueue {{clusterQueue}} using {{flavors|join(', ')}}"),
+    ReasonKind("AlreadyAdmitted", None, ("clusterQueue",),
+               "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
+    ReasonKind("Finished", None, (), "all its pods have finished"),
+)
+
+CATALOG: Mapping[str, ReasonKind] = {k.code: k for k in _KINDS}
+BY_TERM: Mapping[str, ReasonKind] = {k.term: k for k in _KINDS if k.term}
+INADMISSIBLE_CODES = frozenset(k.code for k in _KINDS if k.inadmissible)
+
+_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+_templates = {k.code: _env.from_string(k.template) for k in _KINDS}
+
+
+def make_reason(code: str, **details: Any) -> Reason:
+    """Build a reason from its code and details, rendering its message.
+
+    >>> make_reason("GroupIncomplete", group="train", pods=3, total=4).message
+    'pod group train has 3 of 4 pods; it is considered once all exist'
+    """
+    kind = CATALOG[code]
+    missing = set(kind.args) - set(details)
+    if missing:
+        raise ValueError(f"reason {code} lacks {sorted(missing)}")
+    return Reason(code, _templates[code].render(**details), details)

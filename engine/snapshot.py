@@ -1,0 +1,484 @@
+"""The snapshot: every object of one cluster state, validated and typed, immutable.
+
+:func:`build_snapshot` turns raw documents (already read from files or the API by an adapter)
+into a :class:`Snapshot`. A malformed object raises :class:`SnapshotError` naming the file,
+the object and the field; an unknown kind is skipped with a notice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Iterable, Mapping
+
+from .errors import SnapshotError
+from .objects import (
+    Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
+    Namespace, Node, NodeLabelRequirement, Pod, PodSetAdmission, PodSetSpec, PriorityClass,
+    Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
+    WorkloadPriorityClass,
+)
+from .quantity import parse_quantity
+
+__all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX"]
+
+KUEUE_PREFIX = "kueue.x-k8s.io/"
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One raw object and where it came from (``file.yaml#3`` or ``api``)."""
+
+    source: str
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An immutable, typed cluster state. Objects are keyed by name (``namespace/name``)."""
+
+    namespaces: Mapping[str, Namespace] = field(default_factory=dict)
+    nodes: Mapping[str, Node] = field(default_factory=dict)
+    priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
+    workload_priority_classes: Mapping[str, WorkloadPriorityClass] = field(default_factory=dict)
+    flavors: Mapping[str, ResourceFlavor] = field(default_factory=dict)
+    cluster_queues: Mapping[str, ClusterQueue] = field(default_factory=dict)
+    cohorts: Mapping[str, Cohort] = field(default_factory=dict)
+    local_queues: Mapping[str, LocalQueue] = field(default_factory=dict)
+    workloads: Mapping[str, KueueWorkload] = field(default_factory=dict)
+    pods: Mapping[str, Pod] = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+
+    def digest(self) -> str:
+        """A stable digest of the snapshot's content, for decision logs and plans."""
+        h = hashlib.sha256()
+        for kind in ("namespaces", "nodes", "priority_classes", "workload_priority_classes",
+                     "flavors", "cluster_queues", "cohorts", "local_queues", "workloads", "pods"):
+            for key, obj in sorted(getattr(self, kind).items()):
+                h.update(f"{kind}\0{key}\0{obj!r}\n".encode())
+        return "sha256:" + h.hexdigest()[:16]
+
+
+class Fields:
+    """Typed access to one object's fields; every error names source, object and field."""
+
+    def __init__(self, doc: Document, kind: str) -> None:
+        self.doc = doc
+        meta = doc.body.get("metadata") or {}
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise SnapshotError("metadata.name is required", source=doc.source, obj=kind, field="metadata.name")
+        self.name: str = meta["name"]
+        ns = meta.get("namespace")
+        self.namespace: str = ns if isinstance(ns, str) and ns else "default"
+        self.kind = kind
+        self.meta = meta
+
+    @property
+    def ident(self) -> str:
+        return f"{self.kind} {self.name}"
+
+    def fail(self, path: str, message: str) -> SnapshotError:
+        return SnapshotError(message, source=self.doc.source, obj=self.ident, field=path)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        node: Any = self.doc.body
+        for part in path.split("."):
+            if node is None:
+                return default
+            if not isinstance(node, Mapping):
+                raise self.fail(path, f"expected an object at {part!r}, got {type(node).__name__}")
+            node = node.get(part)
+        return default if node is None else node
+
+    def typed(self, path: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise self.fail(path, f"expected {what}, got {value!r}")
+        return value
+
+    def string(self, path: str, default: str | None = None) -> str | None:
+        value = self.get(path)
+        return default if value is None else self.typed(path, value, str, "a string")
+
+    def integer(self, path: str, default: int | None = None) -> int | None:
+        value = self.get(path)
+        return default if value is None else self.typed(path, value, int, "an integer")
+
+    def mapping(self, path: str) -> Mapping[str, Any]:
+        return self.typed(path, self.get(path, {}), Mapping, "an object")
+
+    def items(self, path: str, value: Any = None) -> list[Any]:
+        value = self.get(path, []) if value is None else value
+        return self.typed(path, value, list, "a list")
+
+    def string_map(self, path: str, value: Any = None) -> dict[str, str]:
+        raw = self.mapping(path) if value is None else self.typed(path, value, Mapping, "an object")
+        out: dict[str, str] = {}
+        for k, v in raw.items():
+            if not isinstance(v, str):
+                raise self.fail(f"{path}.{k}", f"expected a string value, got {v!r}")
+            out[str(k)] = v
+        return out
+
+    def quantity(self, path: str, value: Any) -> Fraction:
+        try:
+            q = parse_quantity(value)
+        except ValueError as e:
+            raise self.fail(path, str(e)) from None
+        if q < 0:
+            raise self.fail(path, f"quantity {value!r} must not be negative")
+        return q
+
+    def resources(self, path: str, value: Any) -> dict[str, Fraction]:
+        raw = self.typed(path, value if value is not None else {}, Mapping, "an object of quantities")
+        return {str(k): self.quantity(f"{path}.{k}", v) for k, v in raw.items()}
+
+    def timestamp(self) -> int:
+        raw = self.meta.get("creationTimestamp")
+        if raw is None:
+            return 0
+        if isinstance(raw, datetime):
+            return int(raw.timestamp())
+        try:
+            return int(datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            raise self.fail("metadata.creationTimestamp", f"{raw!r} is not an RFC 3339 time") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Shared pieces of several kinds
+# --------------------------------------------------------------------------------------------
+
+def parse_selector(f: Fields, path: str) -> LabelSelector | None:
+    raw = f.get(path)
+    if raw is None:
+        return None
+    f.typed(path, raw, Mapping, "a label selector")
+    exprs = []
+    for i, e in enumerate(f.items(f"{path}.matchExpressions", raw.get("matchExpressions") or [])):
+        p = f"{path}.matchExpressions[{i}]"
+        op = e.get("operator") if isinstance(e, Mapping) else None
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise f.fail(f"{p}.operator", f"expected In, NotIn, Exists or DoesNotExist, got {op!r}")
+        exprs.append(Requirement(str(e.get("key", "")), op, tuple(str(v) for v in e.get("values") or ())))
+    labels = f.string_map(f"{path}.matchLabels", raw.get("matchLabels") or {})
+    return LabelSelector(tuple(sorted(labels.items())), tuple(exprs))
+
+
+def _taints(f: Fields, path: str, value: Any) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(f.items(path, value or [])):
+        p = f"{path}[{i}]"
+        f.typed(p, t, Mapping, "a taint")
+        if not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise f.fail(p, "a taint needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
+        out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
+    return tuple(out)
+
+
+def _tolerations(f: Fields, path: str, value: Any) -> tuple[Toleration, ...]:
+    out = []
+    for i, t in enumerate(f.items(path, value or [])):
+        p = f"{path}[{i}]"
+        f.typed(p, t, Mapping, "a toleration")
+        op = t.get("operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise f.fail(f"{p}.operator", f"expected Equal or Exists, got {op!r}")
+        out.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), str(t.get("effect") or "")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """What admission needs from a pod spec: per-pod requests, node label asks and tolerations."""
+
+    requests: Mapping[str, Fraction]
+    node_selector: Mapping[str, str]
+    node_labels: tuple[NodeLabelRequirement, ...]
+    tolerations: tuple[Toleration, ...]
+
+
+def parse_pod_shape(f: Fields, path: str, spec: Any) -> PodShape:
+    """Read a pod spec's effective requests, node label requirements and tolerations.
+
+    The effective request follows Kubernetes: the sum over containers (and sidecar init
+    containers), at least the largest regular init container, plus the pod overhead. A
+    container's limit stands in for a missing request, as the API server defaults it.
+    """
+    spec = f.typed(path, spec if spec is not None else {}, Mapping, "a pod spec")
+
+    def container_requests(kind: str, i: int, c: Any) -> dict[str, Fraction]:
+        p = f"{path}.{kind}[{i}].resources"
+        f.typed(f"{path}.{kind}[{i}]", c, Mapping, "a container")
+        res = c.get("resources") or {}
+        req = f.resources(f"{p}.requests", res.get("requests"))
+        for k, v in f.resources(f"{p}.limits", res.get("limits")).items():
+            req.setdefault(k, v)
+        return req
+
+    total: dict[str, Fraction] = {}
+    for i, c in enumerate(f.items(f"{path}.containers", spec.get("containers") or [])):
+        for k, v in container_requests("containers", i, c).items():
+            total[k] = total.get(k, Fraction(0)) + v
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
+    for i, c in enumerate(f.items(f"{path}.initContainers", spec.get("initContainers") or [])):
+        req = container_requests("initContainers", i, c)
+        if c.get("restartPolicy") == "Always":
+            for k, v in req.items():
+                sidecars[k] = sidecars.get(k, Fraction(0)) + v
+        else:
+            for k, v in req.items():  # a regular init container runs beside the sidecars before it
+                init_peak[k] = max(init_peak.get(k, Fraction(0)), v + sidecars.get(k, Fraction(0)))
+    for k, v in sidecars.items():
+        total[k] = total.get(k, Fraction(0)) + v
+    for k, v in init_peak.items():
+        total[k] = max(total.get(k, Fraction(0)), v)
+    for k, v in f.resources(f"{path}.overhead", spec.get("overhead")).items():
+        total[k] = total.get(k, Fraction(0)) + v
+
+    selector = f.string_map(f"{path}.nodeSelector", spec.get("nodeSelector") or {})
+    asks = {k: (v,) for k, v in selector.items()}
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    if len(terms) == 1:  # several terms are alternatives (OR): no single label is required
+        for e in terms[0].get("matchExpressions") or []:
+            if e.get("operator") == "In":
+                values = tuple(str(v) for v in e.get("values") or ())
+                key = str(e.get("key"))
+                asks[key] = tuple(v for v in values if v in asks[key]) if key in asks else values
+    return PodShape(
+        requests={k: v for k, v in sorted(total.items()) if v > 0},
+        node_selector=selector,
+        node_labels=tuple(NodeLabelRequirement(k, v) for k, v in sorted(asks.items())),
+        tolerations=_tolerations(f, f"{path}.tolerations", spec.get("tolerations")),
+    )
+
+
+def role_hash(body: Mapping[str, Any]) -> str:
+    """The pod's role: a hash of the fields relevant to admission and scheduling (KEP-976)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+
+    def containers(key: str) -> list[Any]:
+        return [{"image": c.get("image"), "requests": (c.get("resources") or {}).get("requests"),
+                 "ports": c.get("ports")} for c in spec.get(key) or [] if isinstance(c, Mapping)]
+
+    shape = {
+        "labels": {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(KUEUE_PREFIX)},
+        "initContainers": containers("initContainers"),
+        "containers": containers("containers"),
+        **{k: spec.get(k) for k in ("nodeSelector", "affinity", "tolerations", "runtimeClassName",
+                                    "priority", "preemptionPolicy", "topologySpreadConstraints",
+                                    "overhead", "resourceClaims")},
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+# --------------------------------------------------------------------------------------------
+# One parser per kind
+# --------------------------------------------------------------------------------------------
+
+def _pod(f: Fields) -> Pod:
+    shape = parse_pod_shape(f, "spec", f.get("spec"))
+    owners = []
+    for i, o in enumerate(f.items("metadata.ownerReferences", f.meta.get("ownerReferences") or [])):
+        f.typed(f"metadata.ownerReferences[{i}]", o, Mapping, "an owner reference")
+        if o.get("controller"):
+            group = str(o.get("apiVersion", "")).rpartition("/")[0]
+            owners.append(f"{group}/{o.get('kind')}")
+    gates = tuple(str(g.get("name")) for g in f.items("spec.schedulingGates") if isinstance(g, Mapping))
+    annotations = f.string_map("metadata.annotations", f.meta.get("annotations") or {})
+    return Pod(
+        namespace=f.namespace, name=f.name, uid=str(f.meta.get("uid") or ""),
+        labels=f.string_map("metadata.labels", f.meta.get("labels") or {}),
+        annotations=annotations, created=f.timestamp(),
+        phase=f.string("status.phase", "Pending") or "Pending",
+        deleting=f.meta.get("deletionTimestamp") is not None, scheduling_gates=gates,
+        owner_kinds=tuple(owners), priority=f.integer("spec.priority"),
+        priority_class_name=f.string("spec.priorityClassName"), requests=shape.requests,
+        node_labels=shape.node_labels, node_selector=shape.node_selector,
+        tolerations=shape.tolerations,
+        role_hash=annotations.get(KUEUE_PREFIX + "role-hash") or role_hash(f.doc.body),
+        source=f.doc.source,
+    )
+
+
+def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
+    groups = []
+    covered_anywhere: set[str] = set()
+    for gi, g in enumerate(f.items("spec.resourceGroups")):
+        gp = f"spec.resourceGroups[{gi}]"
+        f.typed(gp, g, Mapping, "a resource group")
+        covered = tuple(str(r) for r in f.items(f"{gp}.coveredResources", g.get("coveredResources") or []))
+        for r in covered:
+            if r in covered_anywhere:
+                raise f.fail(f"{gp}.coveredResources", f"resource {r!r} is covered by more than one group")
+            covered_anywhere.add(r)
+        flavors = []
+        for fi, fl in enumerate(f.items(f"{gp}.flavors", g.get("flavors") or [])):
+            fp = f"{gp}.flavors[{fi}]"
+            f.typed(fp, fl, Mapping, "a flavor quota")
+            if not isinstance(fl.get("name"), str):
+                raise f.fail(f"{fp}.name", "the flavor name is required")
+            quotas: dict[str, ResourceQuota] = {}
+            for ri, r in enumerate(f.items(f"{fp}.resources", fl.get("resources") or [])):
+                rp = f"{fp}.resources[{ri}]"
+                f.typed(rp, r, Mapping, "a resource quota")
+                name = r.get("name")
+                if name not in covered:
+                    raise f.fail(f"{rp}.name", f"resource {name!r} is not in coveredResources {list(covered)}")
+                if r.get("nominalQuota") is None:
+                    raise f.fail(f"{rp}.nominalQuota", "nominalQuota is required")
+
+                def limit(key: str) -> Fraction | None:
+                    return None if r.get(key) is None else f.quantity(f"{rp}.{key}", r[key])
+
+                quotas[str(name)] = ResourceQuota(f.quantity(f"{rp}.nominalQuota", r["nominalQuota"]),
+                                                  limit("borrowingLimit"), limit("lendingLimit"))
+            flavors.append(FlavorQuotas(fl["name"], quotas))
+        groups.append(ResourceGroup(covered, tuple(flavors)))
+    return tuple(groups)
+
+
+def _cluster_queue(f: Fields) -> ClusterQueue:
+    fungibility = f.mapping("spec.flavorFungibility")
+    strategy = f.string("spec.queueingStrategy", "BestEffortFIFO")
+    if strategy not in ("BestEffortFIFO", "StrictFIFO"):
+        raise f.fail("spec.queueingStrategy", f"expected BestEffortFIFO or StrictFIFO, got {strategy!r}")
+    return ClusterQueue(
+        name=f.name,
+        cohort=f.string("spec.cohortName") or f.string("spec.cohort"),
+        resource_groups=_resource_groups(f),
+        # Kueue: a nil namespaceSelector selects no namespace, an empty one selects all.
+        namespace_selector=parse_selector(f, "spec.namespaceSelector"),
+        queueing_strategy=strategy or "BestEffortFIFO",
+        when_can_borrow=str(fungibility.get("whenCanBorrow") or "Borrow"),
+        when_can_preempt=str(fungibility.get("whenCanPreempt") or "TryNextFlavor"),
+        stopped=f.string("spec.stopPolicy", "None") not in ("None", None),
+    )
+
+
+def _workload(f: Fields) -> KueueWorkload:
+    pod_sets = []
+    for i, ps in enumerate(f.items("spec.podSets")):
+        p = f"spec.podSets[{i}]"
+        f.typed(p, ps, Mapping, "a pod set")
+        count = ps.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise f.fail(f"{p}.count", f"expected a non-negative integer, got {count!r}")
+        shape = parse_pod_shape(f, f"{p}.template.spec", (ps.get("template") or {}).get("spec"))
+        pod_sets.append(PodSetSpec(str(ps.get("name") or "main"), count, shape.requests,
+                                   shape.node_labels, shape.tolerations))
+    if not pod_sets:
+        raise f.fail("spec.podSets", "a Workload needs at least one pod set")
+    admission = None
+    adm = f.get("status.admission")
+    if adm:
+        psa = []
+        for i, a in enumerate(f.items("status.admission.podSetAssignments", adm.get("podSetAssignments") or [])):
+            p = f"status.admission.podSetAssignments[{i}]"
+            f.typed(p, a, Mapping, "a pod set assignment")
+            count = a.get("count")
+            psa.append(PodSetAdmission(str(a.get("name")), f.string_map(f"{p}.flavors", a.get("flavors") or {}),
+                                       count if isinstance(count, int) else -1))
+        admission = Admission(str(adm.get("clusterQueue") or ""), tuple(psa))
+    conditions = {c.get("type"): c.get("status") for c in f.items("status.conditions") if isinstance(c, Mapping)}
+    ref = f.get("spec.priorityClassRef")
+    return KueueWorkload(
+        namespace=f.namespace, name=f.name, queue_name=f.string("spec.queueName", "") or "",
+        priority=f.integer("spec.priority"),
+        priority_class=f.string("spec.priorityClassName") or (str(ref.get("name")) if isinstance(ref, Mapping) else None),
+        pod_sets=tuple(pod_sets), admission=admission, finished=conditions.get("Finished") == "True",
+        created=f.timestamp(),
+        reclaimable={str(r.get("name")): int(r.get("count", 0)) for r in f.items("status.reclaimablePods")
+                     if isinstance(r, Mapping)},
+    )
+
+
+def _cohort(f: Fields) -> Cohort:
+    return Cohort(f.name, f.string("spec.parentName") or f.string("spec.parent"), _resource_groups(f))
+
+
+def _flavor(f: Fields) -> ResourceFlavor:
+    return ResourceFlavor(f.name, f.string_map("spec.nodeLabels"), _taints(f, "spec.nodeTaints", f.get("spec.nodeTaints")))
+
+
+def _local_queue(f: Fields) -> LocalQueue:
+    cq = f.string("spec.clusterQueue")
+    if not cq:
+        raise f.fail("spec.clusterQueue", "spec.clusterQueue is required")
+    return LocalQueue(f.namespace, f.name, cq)
+
+
+def _value(f: Fields, path: str = "value") -> int:
+    v = f.integer(path)
+    if v is None:
+        raise f.fail(path, "an integer value is required")
+    return v
+
+
+def _node(f: Fields) -> Node:
+    return Node(f.name, f.string_map("metadata.labels", f.meta.get("labels") or {}),
+                f.resources("status.allocatable", f.get("status.allocatable")),
+                _taints(f, "spec.taints", f.get("spec.taints")), bool(f.get("spec.unschedulable", False)))
+
+
+# (apiVersion group, kind) -> (snapshot attribute, parser, namespaced key?)
+_KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
+    ("", "Namespace"): ("namespaces", lambda f: Namespace(f.name, f.string_map("metadata.labels", f.meta.get("labels") or {})), False),
+    ("", "Node"): ("nodes", _node, False),
+    ("", "Pod"): ("pods", _pod, True),
+    ("scheduling.k8s.io", "PriorityClass"): ("priority_classes", lambda f: PriorityClass(f.name, _value(f), bool(f.get("globalDefault", False))), False),
+    (KUEUE_GROUP, "WorkloadPriorityClass"): ("workload_priority_classes", lambda f: WorkloadPriorityClass(f.name, _value(f)), False),
+    (KUEUE_GROUP, "ResourceFlavor"): ("flavors", _flavor, False),
+    (KUEUE_GROUP, "ClusterQueue"): ("cluster_queues", _cluster_queue, False),
+    (KUEUE_GROUP, "Cohort"): ("cohorts", _cohort, False),
+    (KUEUE_GROUP, "LocalQueue"): ("local_queues", _local_queue, True),
+    (KUEUE_GROUP, "Workload"): ("workloads", _workload, True),
+}
+_KUEUE_VERSIONS = ("v1beta1", "v1beta2")
+
+
+def build_snapshot(documents: Iterable[Document]) -> Snapshot:
+    """Validate and type every document; ``kind: List`` documents are unpacked.
+
+    Raises:
+        SnapshotError: the first malformed object, naming file, object and field.
+    """
+    collected: dict[str, dict[str, Any]] = {attr: {} for attr, _, _ in _KINDS.values()}
+    notices: list[str] = []
+
+    def add(doc: Document) -> None:
+        body = doc.body
+        if not isinstance(body, Mapping):
+            raise SnapshotError(f"expected a Kubernetes object, got {type(body).__name__}", source=doc.source)
+        kind, api = body.get("kind"), body.get("apiVersion")
+        if not isinstance(kind, str) or not isinstance(api, str):
+            raise SnapshotError("apiVersion and kind are required", source=doc.source, field="kind")
+        if kind.endswith("List") and isinstance(body.get("items"), list):
+            for i, item in enumerate(body["items"]):
+                add(Document(f"{doc.source}.items[{i}]", item))
+            return
+        group, _, version = api.rpartition("/")
+        entry = _KINDS.get((group, kind))
+        if entry is None:
+            notices.append(f"{doc.source}: skipped {api} {kind}: not a kind clueue reads")
+            return
+        if group == KUEUE_GROUP and version not in _KUEUE_VERSIONS:
+            raise SnapshotError(f"unsupported version {api!r} (clueue reads v1beta1 and v1beta2)",
+                                source=doc.source, obj=kind, field="apiVersion")
+        attr, parse, namespaced = entry
+        fields = Fields(doc, kind)
+        key = f"{fields.namespace}/{fields.name}" if namespaced else fields.name
+        if key in collected[attr]:
+            notices.append(f"{doc.source}: {kind} {key} appears again; the later copy is used")
+        collected[attr][key] = parse(fields)
+
+    for document in documents:
+        add(document)
+    return Snapshot(**{attr: dict(sorted(objs.items())) for attr, objs in collected.items()},
+                    notices=tuple(notices))

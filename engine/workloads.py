@@ -1,0 +1,337 @@
+"""Workloads built from a snapshot: Kueue Workload objects, single Pods and groups of Pods.
+
+Follows the plain-pods design (KEP-976): a Pod with a queue name is a workload ``pod-<name>``;
+Pods sharing ``pod-group-name`` form one workload once ``pod-group-total-count`` of them exist,
+split into pod sets by role hash (at most 8 roles), or shaped by the ``pod-group-sets``
+annotation when a driver creates its workers later. Extra pods get ``delete-pod`` actions,
+youngest first; failed pods are replaced within the same quota; succeeded pods of an admitted
+group release their quota (reclaimable pods).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from .config import Config
+from .errors import SnapshotError
+from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
+from .reasons import Reason, make_reason
+from .snapshot import KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
+
+__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES"]
+
+ADMISSION_GATE = KUEUE_PREFIX + "admission"
+QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
+GROUP_LABEL = KUEUE_PREFIX + "pod-group-name"
+ROLE_LABEL = KUEUE_PREFIX + "pod-group-role"
+TOTAL_ANNOTATION = KUEUE_PREFIX + "pod-group-total-count"
+SETS_ANNOTATION = KUEUE_PREFIX + "pod-group-sets"
+RETRIABLE_ANNOTATION = KUEUE_PREFIX + "retriable-in-group"
+PRIORITY_CLASS_LABEL = KUEUE_PREFIX + "priority-class"
+MAX_ROLES = 8
+_TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A unit of admission: all its pod sets are admitted together or not at all.
+
+    ``pods`` lists, per pod set, the pods that belong to it (for plain pods); ``held`` holds the
+    reasons that keep it from being considered (an incomplete group, ...).
+    """
+
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    created: int
+    pod_sets: tuple[PodSetSpec, ...]
+    origin: str  # "pod", "pod-group" or "workload"
+    pods: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
+    admission: Admission | None = None
+    finished: bool = False
+    held: tuple[Reason, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def admitted_count(self, pod_set: str) -> int:
+        """Pods of ``pod_set`` that hold quota: the admitted count less succeeded pods."""
+        if self.admission is None:
+            return 0
+        count = next((a.count for a in self.admission.pod_sets if a.name == pod_set), 0)
+        spec = next((p.count for p in self.pod_sets if p.name == pod_set), 0)
+        count = spec if count < 0 else count
+        succeeded = sum(1 for p in self.pods.get(pod_set, ()) if p.phase == "Succeeded")
+        return max(0, count - succeeded)
+
+
+@dataclass(frozen=True)
+class PodAction:
+    """An action on one pod decided while building workloads (deleting an excess pod)."""
+
+    kind: str
+    pod: Pod
+    workload: str
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class Workloads:
+    workloads: tuple[Workload, ...]
+    actions: tuple[PodAction, ...]
+    notices: tuple[str, ...]
+
+
+def build_workloads(snapshot: Snapshot, config: Config = Config()) -> Workloads:
+    """Build every workload of the snapshot; see the module docstring for the rules."""
+    builder = _Builder(snapshot, config)
+    return builder.build()
+
+
+def _youngest_first(pods: Iterable[Pod]) -> list[Pod]:
+    return sorted(pods, key=lambda p: (p.created, p.name), reverse=True)
+
+
+class _Builder:
+    def __init__(self, snapshot: Snapshot, config: Config) -> None:
+        self.snap = snapshot
+        self.config = config
+        self.actions: list[PodAction] = []
+        self.notices: list[str] = []
+
+    # -- priority --------------------------------------------------------------------------
+    def _class_priority(self, workload_class: str | None, pod_class: str | None) -> int | None:
+        if workload_class and workload_class in self.snap.workload_priority_classes:
+            return self.snap.workload_priority_classes[workload_class].value
+        if pod_class and pod_class in self.snap.priority_classes:
+            return self.snap.priority_classes[pod_class].value
+        return None
+
+    def _default_priority(self) -> int:
+        defaults = [pc.value for pc in self.snap.priority_classes.values() if pc.global_default]
+        return max(defaults, default=0)
+
+    def _pod_priority(self, pod: Pod) -> int:
+        by_class = self._class_priority(pod.labels.get(PRIORITY_CLASS_LABEL), None)
+        if by_class is not None:
+            return by_class
+        if pod.priority is not None:
+            return pod.priority
+        by_class = self._class_priority(None, pod.priority_class_name)
+        return self._default_priority() if by_class is None else by_class
+
+    # -- which pods are queued --------------------------------------------------------------
+    def _namespace(self, name: str) -> Namespace:
+        ns = self.snap.namespaces.get(name) or Namespace(name, {})
+        return replace(ns, labels={**ns.labels, "kubernetes.io/metadata.name": name})
+
+    def _queued(self, pod: Pod) -> bool:
+        if QUEUE_LABEL not in pod.labels:
+            return False
+        if any(self.config.owner_is_managed(o) for o in pod.owner_kinds):
+            return False
+        if not self.config.effective_namespace_selector().matches(self._namespace(pod.namespace).labels):
+            self.notices.append(f"pod {pod.namespace}/{pod.name}: namespace is excluded from queueing")
+            return False
+        return self.config.pod_selector.matches(pod.labels)
+
+    # -- building ---------------------------------------------------------------------------
+    def build(self) -> Workloads:
+        singles: list[Pod] = []
+        groups: dict[tuple[str, str], list[Pod]] = defaultdict(list)
+        for pod in self.snap.pods.values():
+            if not self._queued(pod):
+                continue
+            group = pod.labels.get(GROUP_LABEL)
+            if group:
+                groups[(pod.namespace, group)].append(pod)
+            else:
+                singles.append(pod)
+        built: dict[str, Workload] = {}
+        for pod in singles:
+            w = self._single(pod)
+            built[w.key] = w
+        for (ns, group), pods in sorted(groups.items()):
+            w = self._group(ns, group, pods)
+            built[w.key] = w
+        for key, obj in self.snap.workloads.items():
+            built[key] = self._merge_object(built.get(key), obj)
+        return Workloads(tuple(built[k] for k in sorted(built)), tuple(self.actions), tuple(self.notices))
+
+    def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:
+        first = min(pods, key=lambda p: p.name)
+        return PodSetSpec(name, len(pods), first.requests, first.node_labels, first.tolerations)
+
+    def _infer_admission(self, queue_ns: str, queue: str, pod_sets: Mapping[str, list[Pod]]) -> Admission | None:
+        """Pods that run ungated were admitted before; find which flavors their selectors name."""
+        lq = self.snap.local_queues.get(f"{queue_ns}/{queue}")
+        cq = self.snap.cluster_queues.get(lq.cluster_queue) if lq else None
+        assignments = []
+        for name, pods in pod_sets.items():
+            selector = pods[0].node_selector if pods else {}
+            flavors: dict[str, str] = {}
+            for group in cq.resource_groups if cq else ():
+                names = [fq.flavor for fq in group.flavors]
+                chosen = next((n for n in names if n in self.snap.flavors and all(
+                    selector.get(k) == v for k, v in self.snap.flavors[n].node_labels.items())), names[0] if names else None)
+                if chosen:
+                    flavors.update({r: chosen for r in group.covered})
+            assignments.append(PodSetAdmission(name, flavors, len(pods)))
+        return Admission(cq.name if cq else "", tuple(assignments))
+
+    def _single(self, pod: Pod) -> Workload:
+        gated = ADMISSION_GATE in pod.scheduling_gates
+        pod_sets = {"main": [pod]}
+        return Workload(
+            namespace=pod.namespace, name=f"pod-{pod.name}", queue=pod.labels[QUEUE_LABEL],
+            priority=self._pod_priority(pod), created=pod.created,
+            pod_sets=(self._pod_set("main", [pod]),), origin="pod", pods={"main": (pod,)},
+            admission=None if gated or pod.phase in _TERMINAL else self._infer_admission(pod.namespace, pod.labels[QUEUE_LABEL], pod_sets),
+            finished=pod.phase in _TERMINAL,
+        )
+
+    def _group(self, ns: str, group: str, all_pods: list[Pod]) -> Workload:
+        active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
+        queue = sorted(all_pods, key=lambda p: p.name)[0].labels[QUEUE_LABEL]
+        base = dict(namespace=ns, name=group, queue=queue, origin="pod-group",
+                    priority=max(self._pod_priority(p) for p in all_pods),
+                    created=max(p.created for p in all_pods))
+        obj = self.snap.workloads.get(f"{ns}/{group}")
+        finished = self._group_finished(all_pods, active)
+
+        sets_pod = next((p for p in sorted(all_pods, key=lambda p: p.name) if SETS_ANNOTATION in p.annotations), None)
+        if sets_pod is not None:
+            return self._group_from_sets(group, sets_pod, active, base, obj, finished)
+
+        totals = sorted({p.annotations.get(TOTAL_ANNOTATION, "") for p in active or all_pods})
+        if len(totals) > 1:
+            return Workload(**base, pod_sets=(), held=(make_reason("GroupCountMismatch", group=group, counts=totals),))
+        try:
+            total = int(totals[0])
+            if total < 1:
+                raise ValueError
+        except ValueError:
+            return Workload(**base, pod_sets=(), held=(make_reason("InvalidGroupCount", group=group, value=totals[0]),))
+
+        admitted = obj is not None and obj.admission is not None
+        kept = self._drop_excess(group, active, total, per_role=None if not admitted else obj.admission)
+        roles: dict[str, list[Pod]] = defaultdict(list)
+        for pod in kept:
+            roles[pod.role_hash].append(pod)
+        pod_sets = tuple(self._pod_set(name, roles[name]) for name in sorted(roles))
+        pods = {name: tuple(sorted(roles[name], key=lambda p: p.name)) for name in sorted(roles)}
+        held: tuple[Reason, ...] = ()
+        if len(roles) > MAX_ROLES:
+            held = (make_reason("TooManyRoles", group=group, roles=len(roles), limit=MAX_ROLES),)
+        elif len(kept) < total and not finished:
+            held = (make_reason("GroupIncomplete", group=group, pods=len(kept), total=total),)
+        ungated = [p for p in kept if ADMISSION_GATE not in p.scheduling_gates and p.phase not in _TERMINAL]
+        admission = None
+        if ungated and not finished:
+            admission = self._infer_admission(ns, queue, roles)
+        return Workload(**base, pod_sets=pod_sets, pods=pods, admission=admission, finished=finished,
+                        held=() if admission else held)
+
+    def _group_from_sets(self, group: str, sets_pod: Pod, active: list[Pod], base: dict[str, Any],
+                         obj: KueueWorkload | None, finished: bool) -> Workload:
+        try:
+            entries = _parse_group_sets(sets_pod)
+        except (ValueError, SnapshotError) as e:
+            return Workload(**base, pod_sets=(), held=(make_reason("InvalidPodGroupSets", group=group, error=str(e)),))
+        own = [name for name, (_, spec) in entries.items() if spec is None]
+        roles: dict[str, list[Pod]] = defaultdict(list)
+        for pod in active:
+            role = pod.labels.get(ROLE_LABEL) or (own[0] if own and pod.name == sets_pod.name else None)
+            if role not in entries:
+                self.notices.append(f"pod {pod.namespace}/{pod.name}: role {role!r} is not declared by the "
+                                    f"pod-group-sets of group {group}; it stays gated")
+                continue
+            roles[role].append(pod)
+        pod_sets = []
+        pods: dict[str, tuple[Pod, ...]] = {}
+        for name, (count, spec) in entries.items():
+            members = roles.get(name, [])
+            for extra in _youngest_first(members)[:max(0, len(members) - count)]:
+                self._delete(extra, group, count)
+                members.remove(extra)
+            shape = spec or PodSetSpec(name, count, sets_pod.requests, sets_pod.node_labels, sets_pod.tolerations)
+            pod_sets.append(replace(shape, name=name, count=count))
+            pods[name] = tuple(sorted(members, key=lambda p: p.name))
+        ungated = [p for ps in pods.values() for p in ps if ADMISSION_GATE not in p.scheduling_gates and p.phase not in _TERMINAL]
+        admission = None
+        if ungated and not finished:
+            admission = self._infer_admission(sets_pod.namespace, base["queue"], {n: list(p) or [sets_pod] for n, p in pods.items()})
+            admission = replace(admission, pod_sets=tuple(replace(a, count=e[0]) for a, e in zip(admission.pod_sets, entries.values())))
+        return Workload(**base, pod_sets=tuple(pod_sets), pods=pods, admission=admission, finished=finished)
+
+    @staticmethod
+    def _group_finished(all_pods: list[Pod], active: list[Pod]) -> bool:
+        if any(p.phase not in _TERMINAL for p in all_pods):
+            return False
+        terminal = [p for p in all_pods if p.phase in _TERMINAL]
+        stop = any(p.annotations.get(RETRIABLE_ANNOTATION) == "false" for p in terminal)
+        total = next((p.annotations.get(TOTAL_ANNOTATION) for p in all_pods if TOTAL_ANNOTATION in p.annotations), None)
+        succeeded = sum(1 for p in all_pods if p.phase == "Succeeded")
+        return stop or (total is not None and total.isdigit() and succeeded >= int(total))
+
+    def _drop_excess(self, group: str, active: list[Pod], total: int, per_role: Admission | None) -> list[Pod]:
+        """Delete the youngest pods beyond the declared total (per role once admitted)."""
+        kept = list(active)
+        if per_role is None:
+            for extra in _youngest_first(kept)[:max(0, len(kept) - total)]:
+                self._delete(extra, group, total)
+                kept.remove(extra)
+            return kept
+        for assignment in per_role.pod_sets:
+            members = [p for p in kept if p.role_hash == assignment.name]
+            for extra in _youngest_first(members)[:max(0, len(members) - assignment.count)]:
+                self._delete(extra, group, total)
+                kept.remove(extra)
+        return kept
+
+    def _delete(self, pod: Pod, group: str, total: int) -> None:
+        self.actions.append(PodAction("delete-pod", pod, f"{pod.namespace}/{group}",
+                                      make_reason("ExcessPod", group=group, total=total)))
+
+    def _merge_object(self, built: Workload | None, obj: KueueWorkload) -> Workload:
+        """A Workload object is authoritative for admission; pods built it, or it stands alone."""
+        priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
+        if built is not None:
+            return replace(built, admission=obj.admission or built.admission,
+                           finished=built.finished or obj.finished,
+                           held=() if obj.admission else built.held)
+        return Workload(
+            namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
+            priority=self._default_priority() if priority is None else priority, created=obj.created,
+            pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
+        )
+
+
+def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:
+    """Parse ``pod-group-sets``: a YAML or JSON list of ``{name, count, template}``."""
+    raw = yaml.safe_load(pod.annotations[SETS_ANNOTATION])
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("expected a non-empty list of pod sets")
+    entries: dict[str, tuple[int, PodSetSpec | None]] = {}
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ValueError(f"entry {i} needs a name")
+        count = entry.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"entry {entry['name']!r} needs a positive integer count")
+        spec = None
+        template = entry.get("template")
+        if template:
+            doc = Document(pod.source, {"metadata": {"name": pod.name, "namespace": pod.namespace}})
+            f = Fields(doc, "Pod")
+            shape = parse_pod_shape(f, f"metadata.annotations[{SETS_ANNOTATION}][{i}].template.spec",
+                                    template.get("spec") if isinstance(template, dict) else None)
+            spec = PodSetSpec(entry["name"], count, shape.requests, shape.node_labels, shape.tolerations)
+        entries[entry["name"]] = (count, spec)
+    return entries

@@ -1,0 +1,612 @@
+"""Run a real etcd + kube-apiserver on loopback for end-to-end tests.
+
+:class:`ControlPlane` starts both processes in a private temporary directory:
+
+- certificates are generated on the fly (a CA, a serving certificate for 127.0.0.1/localhost,
+  and a client certificate for an admin in group ``system:masters``), plus a service-account
+  signing key pair;
+- both processes listen on free ports of 127.0.0.1 only, each in its own process group, and
+  are killed with their group on :meth:`ControlPlane.stop` (also registered with ``atexit``,
+  and the kernel kills them if the Python process dies first: see ``_die_with_parent``);
+- a kubeconfig for the admin is written next to the certificates;
+- clueue's CRDs are installed and waited for until they are ``Established``.
+
+There is no kube-controller-manager, no scheduler and no kubelet.  Consequences that tests must
+know about: namespaces other than ``default``, ``kube-system``, ``kube-public`` and
+``kube-node-lease`` have to be created explicitly (:meth:`ControlPlane.create_namespace`), they
+never finish deleting, no ServiceAccount is created in them (so the ServiceAccount admission
+plugin is disabled, or every Pod creation would be refused), and Pods stay ``Pending``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Callable, Iterable
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.testenv.build import Binaries
+
+#: clueue's CRDs, one file per kind (the same files the deploy manifests ship).
+DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "adapters" / "crds"
+
+#: Service network handed to the apiserver; it allocates ClusterIPs from it (nothing routes it).
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+
+#: Admin identity of the generated client certificate.  ``system:masters`` bypasses RBAC
+#: entirely, which is what a test harness wants while RBAC stays on for everybody else.
+ADMIN_USER = "clueue-e2e-admin"
+ADMIN_GROUP = "system:masters"
+
+#: How long to wait for a process to become ready or a CRD to become Established.  These bound
+#: start-up on a slow, loaded machine; they are not assertions about speed.
+STARTUP_TIMEOUT_S = 180.0
+
+#: (group, version, plural) of CustomResourceDefinitions, for the generic custom-objects API.
+_CRD_RESOURCE = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+
+Progress = Callable[[str], None]
+
+
+class ControlPlaneError(RuntimeError):
+    """etcd or kube-apiserver did not start, or the CRDs did not install."""
+
+
+# --------------------------------------------------------------------------------------------
+# Certificates
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _KeyPair:
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _certificate(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Name,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    is_ca: bool,
+    usages: Iterable[x509.ObjectIdentifier] = (),
+    sans: Iterable[x509.GeneralName] = (),
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        # Backdate a little: etcd/apiserver and this process read the same clock, but a cert
+        # that becomes valid "now" can be rejected by a verifier that rounds down.
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=not is_ca,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=is_ca,
+                crl_sign=is_ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
+    usages = list(usages)
+    if usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    sans = list(sans)
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """PEM files of one control plane, all under ``directory``."""
+
+    directory: Path
+    ca_cert: Path
+    serving_cert: Path
+    serving_key: Path
+    admin_cert: Path
+    admin_key: Path
+    service_account_key: Path
+    service_account_pub: Path
+
+    @classmethod
+    def generate(cls, directory: Path) -> "Certificates":
+        """Create a fresh CA, serving and admin certificates, and service-account keys."""
+        directory.mkdir(parents=True, exist_ok=True)
+        # P-256 keys: generated in microseconds, accepted by Go's TLS stack and by OpenSSL.
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "clueue-e2e-ca")])
+        ca = _certificate(ca_name, ca_key, ca_name, ca_key, is_ca=True)
+
+        serving_key = ec.generate_private_key(ec.SECP256R1())
+        first_service_ip = next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts())
+        serving = _certificate(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
+            serving_key,
+            ca_name,
+            ca_key,
+            is_ca=False,
+            usages=[ExtendedKeyUsageOID.SERVER_AUTH],
+            sans=[
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                x509.IPAddress(first_service_ip),  # the in-cluster `kubernetes` Service
+                x509.DNSName("localhost"),
+                x509.DNSName("kubernetes"),
+                x509.DNSName("kubernetes.default"),
+                x509.DNSName("kubernetes.default.svc"),
+            ],
+        )
+
+        admin_key = ec.generate_private_key(ec.SECP256R1())
+        admin = _certificate(
+            x509.Name(
+                [
+                    # The apiserver maps O to groups and CN to the user name.
+                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, ADMIN_GROUP),
+                    x509.NameAttribute(NameOID.COMMON_NAME, ADMIN_USER),
+                ]
+            ),
+            admin_key,
+            ca_name,
+            ca_key,
+            is_ca=False,
+            usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
+        )
+
+        # Service-account tokens are signed with RSA: every Kubernetes client verifies RS256.
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+        def write(name: str, data: bytes) -> Path:
+            path = directory / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+            return path
+
+        pem = serialization.Encoding.PEM
+        return cls(
+            directory=directory,
+            ca_cert=write("ca.crt", ca.public_bytes(pem)),
+            serving_cert=write("apiserver.crt", serving.public_bytes(pem)),
+            serving_key=write("apiserver.key", _pem_key(serving_key)),
+            admin_cert=write("admin.crt", admin.public_bytes(pem)),
+            admin_key=write("admin.key", _pem_key(admin_key)),
+            service_account_key=write("sa.key", _pem_key(sa_key)),
+            service_account_pub=write(
+                "sa.pub",
+                sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
+            ),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (start-up retries cover the small race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGKILL us when the test process dies.
+
+    ``stop()`` and ``atexit`` cover normal exits, exceptions and Ctrl-C; this covers the test
+    process being killed outright, so no etcd or apiserver is ever left running.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+class _Process:
+    """One child process in its own process group, with its output in a log file."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            # Own session => own process group, so stop() can kill the group and Ctrl-C in the
+            # terminal reaches only the test process (which then stops us in order).
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the process group, wait for it, then SIGKILL whatever is left."""
+        pgid = self.popen.pid  # session leader: its pid is the group id
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        # Kill the group even if the leader exited: a child it spawned may still be there.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=grace_s)
+        self._log.close()
+
+
+def _wait_until(
+    check: Callable[[], bool],
+    process: _Process,
+    what: str,
+    timeout_s: float = STARTUP_TIMEOUT_S,
+) -> None:
+    """Poll ``check`` until it is true; fail early with the log if the process exits."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        if not process.alive():
+            raise ControlPlaneError(
+                f"{process.name} exited with code {process.popen.returncode} while waiting for "
+                f"{what}; last log lines ({process.log_path}):\n{process.log_tail()}"
+            )
+        if check():
+            return
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(
+                f"{process.name}: {what} not reached within {timeout_s:.0f}s; last log lines "
+                f"({process.log_path}):\n{process.log_tail()}"
+            )
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# The control plane
+# --------------------------------------------------------------------------------------------
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on loopback, with clueue's CRDs installed.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`::
+
+        with ControlPlane(ensure_binaries()) as kube:
+            core = kubernetes.client.CoreV1Api(kube.api_client())
+    """
+
+    def __init__(
+        self,
+        binaries: Binaries,
+        *,
+        crd_dir: Path | None = DEFAULT_CRD_DIR,
+        workdir: Path | None = None,
+        keep_workdir: bool = False,
+        extra_apiserver_args: Iterable[str] = (),
+        progress: Progress | None = None,
+    ) -> None:
+        """Prepare (but do not start) a control plane.
+
+        ``crd_dir``: YAML files to install after start (None installs nothing).
+        ``workdir``: where certificates, data and logs go (default: a new temporary directory,
+        removed on stop unless ``keep_workdir``).
+        """
+        self.binaries = binaries
+        self.crd_dir = crd_dir
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="clueue-kube-"))
+        self.keep_workdir = keep_workdir
+        self.extra_apiserver_args = list(extra_apiserver_args)
+        self._progress = progress or (lambda message: None)
+        self._etcd: _Process | None = None
+        self._apiserver: _Process | None = None
+        self._certs: Certificates | None = None
+        self.server: str = ""
+        self.kubeconfig: Path = self.workdir / "kubeconfig"
+        self.installed_crds: list[str] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> "ControlPlane":
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> "ControlPlane":
+        """Start etcd and kube-apiserver, write the kubeconfig and install the CRDs."""
+        atexit.register(self.stop)
+        try:
+            self._certs = Certificates.generate(self.workdir / "pki")
+            self._start_etcd()
+            self._start_apiserver()
+            self._write_kubeconfig()
+            if self.crd_dir is not None:
+                self.install_crds(self.crd_dir)
+        except BaseException:
+            # Includes KeyboardInterrupt: never leave half a control plane running.
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Kill both process groups (apiserver first) and remove the working directory."""
+        for process in (self._apiserver, self._etcd):
+            if process is not None:
+                process.stop()
+        self._apiserver = self._etcd = None
+        if self._own_workdir and not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        atexit.unregister(self.stop)
+
+    def _start_etcd(self) -> None:
+        for attempt in range(3):
+            client_port, peer_port = _free_port(), _free_port()
+            client_url = f"http://127.0.0.1:{client_port}"
+            peer_url = f"http://127.0.0.1:{peer_port}"
+            data_dir = self.workdir / "etcd"
+            shutil.rmtree(data_dir, ignore_errors=True)
+            argv = [
+                str(self.binaries.etcd),
+                "--name=clueue-e2e",
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=clueue-e2e={peer_url}",
+                "--initial-cluster-state=new",
+                # Test data is thrown away: skipping fsync makes every write cheap.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ]
+            self._progress(f"starting etcd {self.binaries.etcd_version} on {client_url}")
+            process = _Process("etcd", argv, self.workdir / "etcd.log")
+            try:
+                _wait_until(lambda: _http_ok(f"{client_url}/health"), process, "etcd /health")
+            except ControlPlaneError:
+                process.stop()
+                if attempt == 2 or "address already in use" not in process.log_tail():
+                    raise
+                continue  # lost the port race to another process: pick new ports
+            self._etcd = process
+            self.etcd_url = client_url
+            return
+
+    def _start_apiserver(self) -> None:
+        assert self._certs is not None
+        certs = self._certs
+        context = ssl.create_default_context(cafile=str(certs.ca_cert))
+        context.load_cert_chain(str(certs.admin_cert), str(certs.admin_key))
+        for attempt in range(3):
+            port = _free_port()
+            server = f"https://127.0.0.1:{port}"
+            argv = [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={certs.serving_cert}",
+                f"--tls-private-key-file={certs.serving_key}",
+                f"--client-ca-file={certs.ca_cert}",
+                f"--service-account-key-file={certs.service_account_pub}",
+                f"--service-account-signing-key-file={certs.service_account_key}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                # RBAC stays on (clueue's least-privilege RBAC can be tested); the admin is in
+                # system:masters and bypasses it.  Node authorizes kubelets, of which there are
+                # none, but keeps the flag set the one real clusters use.
+                "--authorization-mode=Node,RBAC",
+                # No controller-manager creates the `default` ServiceAccount in namespaces, and
+                # the ServiceAccount admission plugin would refuse every Pod without it.
+                "--disable-admission-plugins=ServiceAccount",
+                # One client, no contention: flow control only adds start-up work.
+                "--enable-priority-and-fairness=false",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+                *self.extra_apiserver_args,
+            ]
+            self._progress(f"starting kube-apiserver {self.binaries.kubernetes_version} on {server}")
+            process = _Process("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
+            try:
+                _wait_until(lambda: _http_ok(f"{server}/readyz", context), process, "/readyz")
+            except ControlPlaneError:
+                process.stop()
+                if attempt == 2 or "address already in use" not in process.log_tail():
+                    raise
+                continue
+            self._apiserver = process
+            self.server = server
+            return
+
+    def _write_kubeconfig(self) -> None:
+        assert self._certs is not None
+
+        def b64(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "clueue-e2e",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self._certs.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": ADMIN_USER,
+                    "user": {
+                        "client-certificate-data": b64(self._certs.admin_cert),
+                        "client-key-data": b64(self._certs.admin_key),
+                    },
+                }
+            ],
+            "contexts": [
+                {"name": "clueue-e2e", "context": {"cluster": "clueue-e2e", "user": ADMIN_USER}}
+            ],
+            "current-context": "clueue-e2e",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    # -- clients and helpers -----------------------------------------------------------------
+
+    def api_client(self) -> Any:
+        """A new ``kubernetes.client.ApiClient`` authenticated as the admin."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def install_crds(self, crd_dir: Path) -> list[str]:
+        """Create every CustomResourceDefinition in ``crd_dir``/*.yaml and wait until Established."""
+        from kubernetes import client
+
+        files = sorted(Path(crd_dir).glob("*.yaml"))
+        if not files:
+            raise ControlPlaneError(f"no CRD files (*.yaml) in {crd_dir}")
+        names: list[str] = []
+        with self.api_client() as api:
+            # The generic custom-objects API sends and returns plain dicts.  It is used for CRDs
+            # too (they are just objects under /apis/apiextensions.k8s.io/v1), so the manifests
+            # reach the apiserver byte-for-byte instead of through the client's typed models.
+            objects = client.CustomObjectsApi(api)
+            for path in files:
+                for document in yaml.safe_load_all(path.read_text()):
+                    if not document:
+                        continue
+                    if document.get("kind") != "CustomResourceDefinition":
+                        raise ControlPlaneError(f"{path}: not a CustomResourceDefinition")
+                    try:
+                        objects.create_cluster_custom_object(*_CRD_RESOURCE, body=document)
+                    except client.ApiException as error:
+                        raise ControlPlaneError(
+                            f"{path}: the apiserver refused the CRD: {error.status} {error.reason}\n"
+                            f"{api_error_message(error)}"
+                        ) from error
+                    names.append(document["metadata"]["name"])
+            self._progress(f"installed {len(names)} CRDs, waiting until they are Established")
+            for name in names:
+                self._wait_established(objects, name)
+        self.installed_crds.extend(names)
+        return names
+
+    def _wait_established(self, objects: Any, name: str) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            crd = objects.get_cluster_custom_object(*_CRD_RESOURCE, name)
+            conditions = {c["type"]: c for c in crd.get("status", {}).get("conditions", [])}
+            if conditions.get("Established", {}).get("status") == "True":
+                return
+            names_accepted = conditions.get("NamesAccepted", {})
+            if names_accepted.get("status") == "False":
+                raise ControlPlaneError(f"CRD {name}: names not accepted: {names_accepted.get('message')}")
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"CRD {name} not Established: {json.dumps(conditions)}")
+            time.sleep(0.1)
+
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """Create a namespace (there is no controller-manager, so nothing else will)."""
+        from kubernetes import client
+
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+        with self.api_client() as api:
+            try:
+                client.CoreV1Api(api).create_namespace(body=body)
+            except client.ApiException as error:
+                if error.status != 409:  # already exists: fine, tests may share namespaces
+                    raise
+
+    def apiserver_log(self) -> Path:
+        """Path of the kube-apiserver log (useful in assertion messages)."""
+        return self.workdir / "kube-apiserver.log"
+
+
+def api_error_message(error: Any) -> str:
+    """The human message inside an ApiException's Status body, or the exception text."""
+    body = getattr(error, "body", None)
+    if not body:
+        return str(error)
+    try:
+        return str(json.loads(body).get("message", body))
+    except (TypeError, ValueError):
+        return str(body)
