@@ -96,3 +96,6 @@ def facts(paths: tuple[str, ...], config_path: str | None, reference: bool) -> N
         raise click.UsageError("give at least one PATH (or --reference)")
     compiled, _ = compile_snapshot(load_snapshot(paths), load_config(config_path))
     click.echo(render_facts(compiled.facts, commented=True), nl=False)
+
+if __name__ == "__main__":
+    main()

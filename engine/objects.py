@@ -223,4 +223,4 @@ class Pod:
     node_selector: Mapping[str, str]
     tolerations: tuple[Toleration, ...]
     role_hash: str
-    source: str
+    source: str = field(default="", compare=False, repr=False)  # where it was read, for messages only

@@ -70,7 +70,7 @@ class Fields:
         self.doc = doc
         meta = doc.body.get("metadata") or {}
         if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-            raise SnapshotError("metadata.name is required", source=doc.source, obj=kind, field="metadata.name")
+            raise SnapshotError("a name is required", source=doc.source, obj=kind, field="metadata.name")
         self.name: str = meta["name"]
         ns = meta.get("namespace")
         self.namespace: str = ns if isinstance(ns, str) and ns else "default"
@@ -332,7 +332,7 @@ def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
                 if name not in covered:
                     raise f.fail(f"{rp}.name", f"resource {name!r} is not in coveredResources {list(covered)}")
                 if r.get("nominalQuota") is None:
-                    raise f.fail(f"{rp}.nominalQuota", "nominalQuota is required")
+                    raise f.fail(f"{rp}.nominalQuota", "a quantity is required")
 
                 def limit(key: str) -> Fraction | None:
                     return None if r.get(key) is None else f.quantity(f"{rp}.{key}", r[key])
@@ -410,7 +410,7 @@ def _flavor(f: Fields) -> ResourceFlavor:
 def _local_queue(f: Fields) -> LocalQueue:
     cq = f.string("spec.clusterQueue")
     if not cq:
-        raise f.fail("spec.clusterQueue", "spec.clusterQueue is required")
+        raise f.fail("spec.clusterQueue", "the name of a ClusterQueue is required")
     return LocalQueue(f.namespace, f.name, cq)
 
 

@@ -203,11 +203,9 @@ class _Builder:
                     priority=max(self._pod_priority(p) for p in all_pods),
                     created=max(p.created for p in all_pods))
         obj = self.snap.workloads.get(f"{ns}/{group}")
-        finished = self._group_finished(all_pods, active)
-
         sets_pod = next((p for p in sorted(all_pods, key=lambda p: p.name) if SETS_ANNOTATION in p.annotations), None)
         if sets_pod is not None:
-            return self._group_from_sets(group, sets_pod, active, base, obj, finished)
+            return self._group_from_sets(group, sets_pod, all_pods, base)
 
         totals = sorted({p.annotations.get(TOTAL_ANNOTATION, "") for p in active or all_pods})
         if len(totals) > 1:
@@ -219,6 +217,7 @@ class _Builder:
         except ValueError:
             return Workload(**base, pod_sets=(), held=(make_reason("InvalidGroupCount", group=group, value=totals[0]),))
 
+        finished = _group_finished(all_pods, total)
         admitted = obj is not None and obj.admission is not None
         kept = self._drop_excess(group, active, total, per_role=None if not admitted else obj.admission)
         roles: dict[str, list[Pod]] = defaultdict(list)
@@ -238,12 +237,13 @@ class _Builder:
         return Workload(**base, pod_sets=pod_sets, pods=pods, admission=admission, finished=finished,
                         held=() if admission else held)
 
-    def _group_from_sets(self, group: str, sets_pod: Pod, active: list[Pod], base: dict[str, Any],
-                         obj: KueueWorkload | None, finished: bool) -> Workload:
+    def _group_from_sets(self, group: str, sets_pod: Pod, all_pods: list[Pod], base: dict[str, Any]) -> Workload:
         try:
             entries = _parse_group_sets(sets_pod)
         except (ValueError, SnapshotError) as e:
             return Workload(**base, pod_sets=(), held=(make_reason("InvalidPodGroupSets", group=group, error=str(e)),))
+        finished = _group_finished(all_pods, sum(count for count, _ in entries.values()))
+        active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
         own = [name for name, (_, spec) in entries.items() if spec is None]
         roles: dict[str, list[Pod]] = defaultdict(list)
         for pod in active:
@@ -269,16 +269,6 @@ class _Builder:
             admission = self._infer_admission(sets_pod.namespace, base["queue"], {n: list(p) or [sets_pod] for n, p in pods.items()})
             admission = replace(admission, pod_sets=tuple(replace(a, count=e[0]) for a, e in zip(admission.pod_sets, entries.values())))
         return Workload(**base, pod_sets=tuple(pod_sets), pods=pods, admission=admission, finished=finished)
-
-    @staticmethod
-    def _group_finished(all_pods: list[Pod], active: list[Pod]) -> bool:
-        if any(p.phase not in _TERMINAL for p in all_pods):
-            return False
-        terminal = [p for p in all_pods if p.phase in _TERMINAL]
-        stop = any(p.annotations.get(RETRIABLE_ANNOTATION) == "false" for p in terminal)
-        total = next((p.annotations.get(TOTAL_ANNOTATION) for p in all_pods if TOTAL_ANNOTATION in p.annotations), None)
-        succeeded = sum(1 for p in all_pods if p.phase == "Succeeded")
-        return stop or (total is not None and total.isdigit() and succeeded >= int(total))
 
     def _drop_excess(self, group: str, active: list[Pod], total: int, per_role: Admission | None) -> list[Pod]:
         """Delete the youngest pods beyond the declared total (per role once admitted)."""
@@ -311,6 +301,15 @@ class _Builder:
             priority=self._default_priority() if priority is None else priority, created=obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
         )
+
+
+def _group_finished(pods: list[Pod], total: int) -> bool:
+    """A group is finished when no pod is pending or running and either ``total`` pods
+    succeeded or a terminated pod says ``retriable-in-group: false``."""
+    if any(p.phase not in _TERMINAL for p in pods):
+        return False
+    stop = any(p.annotations.get(RETRIABLE_ANNOTATION) == "false" for p in pods)
+    return stop or sum(1 for p in pods if p.phase == "Succeeded") >= total
 
 
 def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:

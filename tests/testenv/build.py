@@ -180,7 +180,12 @@ def _run_go(args: list[str], cwd: Path, what: str) -> str:
         check=False,
     )
     if proc.returncode != 0:
-        raise BuildError(f"{what} failed (go {' '.join(args)}):\n{proc.stderr.strip()}")
+        # `go mod download -json` reports its error inside the JSON on stdout, not on stderr.
+        details = proc.stderr.strip()
+        with contextlib.suppress(ValueError):
+            details = "\n".join(filter(None, [details, json.loads(proc.stdout).get("Error", "")]))
+        details = details or proc.stdout.strip()
+        raise BuildError(f"{what} failed (go {' '.join(args)}):\n{details}")
     return proc.stdout
 
 

@@ -596,6 +596,19 @@ class ControlPlane:
                 if error.status != 409:  # already exists: fine, tests may share namespaces
                     raise
 
+    def get_json(self, path: str, accept: str = "application/json") -> dict[str, Any]:
+        """GET ``path`` as the admin with plain HTTPS and decode the JSON answer.
+
+        For what the typed client does not cover, e.g. the Table view that ``kubectl get``
+        prints (``accept="application/json;as=Table;v=v1;g=meta.k8s.io"``).
+        """
+        assert self._certs is not None, "control plane not started"
+        context = ssl.create_default_context(cafile=str(self._certs.ca_cert))
+        context.load_cert_chain(str(self._certs.admin_cert), str(self._certs.admin_key))
+        request = urllib.request.Request(self.server + path, headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
+            return dict(json.loads(response.read()))
+
     def apiserver_log(self) -> Path:
         """Path of the kube-apiserver log (useful in assertion messages)."""
         return self.workdir / "kube-apiserver.log"

@@ -1,0 +1,1 @@
+"""clueue bench: scenario generation, the greedy reference, cycle benchmarks and replay."""

@@ -1,0 +1,1039 @@
+"""End-to-end: clueue's CRDs and the core rules it relies on, checked by a real kube-apiserver.
+
+- every CRD installs and is Established, at the versions and scopes users expect;
+- realistic Kueue manifests, written once for v1beta1 and once for v1beta2 as a user would, are
+  accepted unchanged with strict field validation (so no field is unknown and dropped), both by
+  create and by server-side apply, and read back with every field they had;
+- status is a subresource (writes to the object ignore it, the status endpoint accepts it);
+- an object written in one version reads back in the other (conversion strategy None);
+- ``kubectl get`` columns show the interesting fields;
+- the schema's own rules refuse broken objects;
+- the core rule clueue's admission is built on: a Pod's scheduling gates can be removed but
+  never added after creation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.testenv.control_plane import ControlPlane, api_error_message
+
+KUEUE = "kueue.x-k8s.io"
+SCHEDULING = "scheduling.x-k8s.io"
+FIELD_MANAGER = "clueue-e2e"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+#: kind -> (group, plural, namespaced, served versions) as users expect them.
+KINDS: dict[str, tuple[str, str, bool, tuple[str, ...]]] = {
+    "ResourceFlavor": (KUEUE, "resourceflavors", False, ("v1beta1", "v1beta2")),
+    "ClusterQueue": (KUEUE, "clusterqueues", False, ("v1beta1", "v1beta2")),
+    "LocalQueue": (KUEUE, "localqueues", True, ("v1beta1", "v1beta2")),
+    "Cohort": (KUEUE, "cohorts", False, ("v1beta1", "v1beta2")),
+    "WorkloadPriorityClass": (KUEUE, "workloadpriorityclasses", False, ("v1beta1", "v1beta2")),
+    "Workload": (KUEUE, "workloads", True, ("v1beta1", "v1beta2")),
+    "AdmissionCheck": (KUEUE, "admissionchecks", False, ("v1beta1", "v1beta2")),
+    "MultiKueueConfig": (KUEUE, "multikueueconfigs", False, ("v1beta1", "v1beta2")),
+    "MultiKueueCluster": (KUEUE, "multikueueclusters", False, ("v1beta1", "v1beta2")),
+    "PodGroup": (SCHEDULING, "podgroups", True, ("v1alpha1",)),
+}
+
+# ---------------------------------------------------------------------------------------------
+# Manifests as users write them.  Namespaced objects carry no namespace (as with `kubectl -n`).
+# Cluster-scoped names are prefixed per version so both sets coexist in one cluster.
+# ---------------------------------------------------------------------------------------------
+
+V1BETA1_MANIFESTS = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: b1-on-demand
+spec:
+  nodeLabels:
+    cloud.example.com/capacity: on-demand
+    node.kubernetes.io/instance-type: n2-standard-32
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: b1-spot
+spec:
+  nodeLabels:
+    cloud.example.com/capacity: spot
+  nodeTaints:
+  - key: cloud.example.com/spot
+    value: "true"
+    effect: NoSchedule
+  tolerations:
+  - key: cloud.example.com/spot
+    operator: Equal
+    value: "true"
+    effect: NoSchedule
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: b1-a100
+spec:
+  nodeLabels:
+    cloud.example.com/accelerator: nvidia-a100
+  nodeTaints:
+  - key: nvidia.com/gpu
+    effect: NoExecute
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Cohort
+metadata:
+  name: b1-org
+spec:
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: b1-on-demand
+      resources:
+      - name: cpu
+        nominalQuota: 100
+      - name: memory
+        nominalQuota: 400Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Cohort
+metadata:
+  name: b1-research
+spec:
+  parent: b1-org
+  fairSharing:
+    weight: "2"
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: b1-on-demand
+      resources:
+      - name: cpu
+        nominalQuota: 10
+        borrowingLimit: 20
+        lendingLimit: 5
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata:
+  name: b1-interactive
+value: 1000
+description: Jobs somebody is waiting for at a terminal.
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: MultiKueueCluster
+metadata:
+  name: b1-worker-eu
+spec:
+  kubeConfig:
+    location: worker-eu-kubeconfig
+    locationType: Secret
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: MultiKueueConfig
+metadata:
+  name: b1-workers
+spec:
+  clusters: [b1-worker-eu]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: AdmissionCheck
+metadata:
+  name: b1-dispatch
+spec:
+  controllerName: kueue.x-k8s.io/multikueue
+  parameters:
+    apiGroup: kueue.x-k8s.io
+    kind: MultiKueueConfig
+    name: b1-workers
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: b1-team-a
+spec:
+  cohort: b1-research
+  queueingStrategy: StrictFIFO
+  namespaceSelector:
+    matchLabels:
+      team: a
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: [kube-system]
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: b1-on-demand
+      resources:
+      - name: cpu
+        nominalQuota: 20
+        borrowingLimit: 10
+        lendingLimit: 5
+      - name: memory
+        nominalQuota: 64Gi
+        borrowingLimit: 32Gi
+    - name: b1-spot
+      resources:
+      - name: cpu
+        nominalQuota: "40"
+      - name: memory
+        nominalQuota: 128Gi
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: b1-a100
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+        borrowingLimit: 0
+  flavorFungibility:
+    whenCanBorrow: Borrow
+    whenCanPreempt: TryNextFlavor
+  preemption:
+    reclaimWithinCohort: Any
+    borrowWithinCohort:
+      policy: LowerPriority
+      maxPriorityThreshold: 100
+    withinClusterQueue: LowerPriority
+  admissionChecks: [b1-dispatch]
+  stopPolicy: None
+  fairSharing:
+    weight: 1500m
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata:
+  name: team-a
+spec:
+  clusterQueue: b1-team-a
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata:
+  name: train-resnet
+  labels:
+    kueue.x-k8s.io/queue-name: team-a
+spec:
+  queueName: team-a
+  priorityClassName: b1-interactive
+  priorityClassSource: kueue.x-k8s.io/workloadpriorityclass
+  priority: 1000
+  podSets:
+  - name: driver
+    count: 1
+    template:
+      metadata:
+        labels:
+          role: driver
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: driver
+          image: registry.example.com/trainer:1.4
+          args: [--epochs, "90"]
+          resources:
+            requests:
+              cpu: "1"
+              memory: 2Gi
+  - name: workers
+    count: 4
+    minCount: 2
+    template:
+      metadata:
+        labels:
+          role: worker
+      spec:
+        restartPolicy: Never
+        nodeSelector:
+          cloud.example.com/accelerator: nvidia-a100
+        tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoExecute
+        containers:
+        - name: worker
+          image: registry.example.com/trainer:1.4
+          resources:
+            requests:
+              cpu: "4"
+              memory: 16Gi
+              nvidia.com/gpu: "1"
+            limits:
+              nvidia.com/gpu: "1"
+    topologyRequest:
+      preferred: cloud.example.com/rack
+"""
+
+V1BETA1_WORKLOAD_STATUS = """
+conditions:
+- type: QuotaReserved
+  status: "True"
+  reason: QuotaReserved
+  message: Quota reserved in ClusterQueue b1-team-a
+  lastTransitionTime: "2026-01-05T10:00:00Z"
+- type: Admitted
+  status: "True"
+  reason: Admitted
+  message: The workload is admitted
+  lastTransitionTime: "2026-01-05T10:00:01Z"
+admission:
+  clusterQueue: b1-team-a
+  podSetAssignments:
+  - name: driver
+    flavors:
+      cpu: b1-on-demand
+      memory: b1-on-demand
+    resourceUsage:
+      cpu: "1"
+      memory: 2Gi
+    count: 1
+  - name: workers
+    flavors:
+      cpu: b1-spot
+      memory: b1-spot
+      nvidia.com/gpu: b1-a100
+    resourceUsage:
+      cpu: "16"
+      memory: 64Gi
+      nvidia.com/gpu: "4"
+    count: 4
+    topologyAssignment:
+      levels: [kubernetes.io/hostname]
+      domains:
+      - values: [gpu-node-1]
+        count: 2
+      - values: [gpu-node-2]
+        count: 2
+admissionChecks:
+- name: b1-dispatch
+  state: Ready
+  lastTransitionTime: "2026-01-05T10:00:01Z"
+  message: Dispatched to b1-worker-eu
+  podSetUpdates:
+  - name: workers
+    nodeSelector:
+      cloud.example.com/region: eu
+accumulatedPastExexcutionTimeSeconds: 120
+"""
+
+V1BETA2_MANIFESTS = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: b2-default
+spec:
+  nodeLabels:
+    cloud.example.com/pool: default
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: b2-spot
+spec:
+  nodeLabels:
+    cloud.example.com/pool: spot
+  nodeTaints:
+  - key: cloud.example.com/spot
+    value: "true"
+    effect: NoSchedule
+  tolerations:
+  - key: cloud.example.com/spot
+    operator: Exists
+    effect: NoSchedule
+  resourceWeights:
+    cpu: "1"
+    memory: 500m
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: b2-h100
+spec:
+  nodeLabels:
+    cloud.example.com/accelerator: nvidia-h100
+    cloud.example.com/block: b1
+  topologyName: datacenter
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata:
+  name: b2-org
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: b2-default
+      resources:
+      - name: cpu
+        nominalQuota: 64
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata:
+  name: b2-ml
+spec:
+  parentName: b2-org
+  fairSharing:
+    weight: "3"
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: b2-default
+      resources:
+      - name: cpu
+        nominalQuota: 16
+        borrowingLimit: 32
+        lendingLimit: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: b2-batch-low
+value: 10
+description: Overnight batch that may be preempted.
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueCluster
+metadata:
+  name: b2-worker-us
+spec:
+  clusterSource:
+    kubeConfig:
+      location: /etc/clueue/workers/us.kubeconfig
+      locationType: Path
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: MultiKueueConfig
+metadata:
+  name: b2-workers
+spec:
+  clusters: [b2-worker-us]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata:
+  name: b2-dispatch
+spec:
+  controllerName: kueue.x-k8s.io/multikueue
+  parameters:
+    apiGroup: kueue.x-k8s.io
+    kind: MultiKueueConfig
+    name: b2-workers
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: b2-ml-team
+spec:
+  cohortName: b2-ml
+  queueingStrategy: BestEffortFIFO
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: b2-default
+      resources:
+      - name: cpu
+        nominalQuota: 32
+        borrowingLimit: 16
+        lendingLimit: 0
+      - name: memory
+        nominalQuota: 128Gi
+    - name: b2-spot
+      resources:
+      - name: cpu
+        nominalQuota: 64
+      - name: memory
+        nominalQuota: 256Gi
+        lendingLimit: 64Gi
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: b2-h100
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 16
+  flavorFungibility:
+    whenCanBorrow: TryNextFlavor
+    whenCanPreempt: TryNextFlavor
+    preference: BorrowingOverPreemption
+  preemption:
+    reclaimWithinCohort: LowerPriority
+    borrowWithinCohort:
+      policy: Never
+    withinClusterQueue: LowerOrNewerEqualPriority
+  admissionChecksStrategy:
+    admissionChecks:
+    - name: b2-dispatch
+      onFlavors: [b2-h100]
+  fairSharing:
+    weight: "1"
+  admissionScope:
+    admissionMode: UsageBasedAdmissionFairSharing
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: ml
+spec:
+  clusterQueue: b2-ml-team
+  stopPolicy: None
+  fairSharing:
+    weight: "2"
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata:
+  name: finetune-llm
+spec:
+  queueName: ml
+  priorityClassRef:
+    group: kueue.x-k8s.io
+    kind: WorkloadPriorityClass
+    name: b2-batch-low
+  priority: 10
+  active: true
+  maximumExecutionTimeSeconds: 86400
+  podSets:
+  - name: launcher
+    count: 1
+    template:
+      spec:
+        restartPolicy: OnFailure
+        containers:
+        - name: launcher
+          image: registry.example.com/llm:2.0
+          resources:
+            requests:
+              cpu: 500m
+              memory: 1Gi
+  - name: gpu-workers
+    count: 8
+    template:
+      metadata:
+        annotations:
+          kueue.x-k8s.io/podset-required-topology: cloud.example.com/block
+      spec:
+        restartPolicy: OnFailure
+        containers:
+        - name: worker
+          image: registry.example.com/llm:2.0
+          resources:
+            requests:
+              cpu: "8"
+              memory: 64Gi
+              nvidia.com/gpu: "2"
+    topologyRequest:
+      required: cloud.example.com/block
+      podIndexLabel: batch.kubernetes.io/job-completion-index
+      podSetGroupName: trainers
+"""
+
+V1BETA2_WORKLOAD_STATUS = """
+conditions:
+- type: QuotaReserved
+  status: "True"
+  reason: QuotaReserved
+  message: Quota reserved in ClusterQueue b2-ml-team
+  lastTransitionTime: "2026-01-05T11:00:00Z"
+  observedGeneration: 1
+- type: Admitted
+  status: "True"
+  reason: Admitted
+  message: The workload is admitted
+  lastTransitionTime: "2026-01-05T11:00:02Z"
+admission:
+  clusterQueue: b2-ml-team
+  podSetAssignments:
+  - name: launcher
+    flavors:
+      cpu: b2-default
+      memory: b2-default
+    resourceUsage:
+      cpu: 500m
+      memory: 1Gi
+    count: 1
+  - name: gpu-workers
+    flavors:
+      cpu: b2-spot
+      memory: b2-spot
+      nvidia.com/gpu: b2-h100
+    resourceUsage:
+      cpu: "64"
+      memory: 512Gi
+      nvidia.com/gpu: "16"
+    count: 8
+    topologyAssignment:
+      levels: [cloud.example.com/block, kubernetes.io/hostname]
+      slices:
+      - domainCount: 2
+        valuesPerLevel:
+        - universalValue: b1
+        - prefix: h100-node-
+          roots: ["1", "2"]
+        universalPodCount: 4
+admissionChecks:
+- name: b2-dispatch
+  state: Ready
+  lastTransitionTime: "2026-01-05T11:00:02Z"
+  message: Dispatched to b2-worker-us
+clusterName: b2-worker-us
+accumulatedPastExecutionTimeSeconds: 0
+schedulingStats:
+  evictions:
+  - reason: Preempted
+    underlyingCause: InCohortReclamation
+    count: 1
+"""
+
+PODGROUP = """
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: mpi-job
+spec:
+  minMember: 4
+  minResources:
+    cpu: "16"
+    memory: 32Gi
+    nvidia.com/gpu: 4
+  scheduleTimeoutSeconds: 120
+"""
+
+PODGROUP_STATUS = """
+phase: Running
+occupiedBy: 0d5b4f6e-3c1a-4c9e-9a57-2f64f0e1c001
+running: 4
+succeeded: 0
+failed: 0
+scheduleStartTime: "2026-01-05T12:00:00Z"
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def docs(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def resource(manifest: dict[str, Any]) -> tuple[str, str, str, bool]:
+    """(group, version, plural, namespaced) of a manifest."""
+    group, version = manifest["apiVersion"].split("/")
+    kind_group, plural, namespaced, _ = KINDS[manifest["kind"]]
+    assert group == kind_group
+    return group, version, plural, namespaced
+
+
+def create(api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """POST with strict field validation: any field the schema does not know is an error."""
+    group, version, plural, namespaced = resource(manifest)
+    if namespaced:
+        return dict(
+            api.create_namespaced_custom_object(
+                group, version, namespace, plural, body=manifest, field_validation="Strict"
+            )
+        )
+    return dict(api.create_cluster_custom_object(group, version, plural, body=manifest, field_validation="Strict"))
+
+
+def apply(api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """Server-side apply (what `kubectl apply --server-side` sends), with strict validation."""
+    group, version, plural, namespaced = resource(manifest)
+    name = manifest["metadata"]["name"]
+    options: dict[str, Any] = {
+        "field_manager": FIELD_MANAGER,
+        "force": True,
+        "field_validation": "Strict",
+        "_content_type": "application/apply-patch+yaml",
+    }
+
+    def send(body: Any) -> Any:
+        if namespaced:
+            return api.patch_namespaced_custom_object(group, version, namespace, plural, name, body, **options)
+        return api.patch_cluster_custom_object(group, version, plural, name, body, **options)
+
+    try:
+        return dict(send(manifest))
+    except client.ApiException as error:
+        # kubernetes < 37 serialises only JSON content types itself and wants apply-patch
+        # bodies pre-serialised (status 0: refused in the client, nothing was sent).  JSON is
+        # YAML, so the same manifest goes as a JSON string.
+        if error.status not in (0, None):
+            raise
+        return dict(send(json.dumps(manifest)))
+
+
+def get(api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str, version: str | None = None) -> dict[str, Any]:
+    group, own_version, plural, namespaced = resource(manifest)
+    version = version or own_version
+    name = manifest["metadata"]["name"]
+    if namespaced:
+        return dict(api.get_namespaced_custom_object(group, version, namespace, plural, name))
+    return dict(api.get_cluster_custom_object(group, version, plural, name))
+
+
+def patch_status(
+    api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str, status: dict[str, Any]
+) -> dict[str, Any]:
+    """Merge-patch the status subresource (what a controller does)."""
+    group, version, plural, namespaced = resource(manifest)
+    name = manifest["metadata"]["name"]
+    body = {"status": status}
+    options: dict[str, Any] = {"field_validation": "Strict", "_content_type": "application/merge-patch+json"}
+    if namespaced:
+        return dict(api.patch_namespaced_custom_object_status(group, version, namespace, plural, name, body, **options))
+    return dict(api.patch_cluster_custom_object_status(group, version, plural, name, body, **options))
+
+
+def missing_fields(expected: Any, actual: Any, path: str = "") -> list[str]:
+    """Paths where ``actual`` lacks or changed what ``expected`` has (defaults may be added)."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return [f"{path or '.'}: expected an object, got {actual!r}"]
+        problems: list[str] = []
+        for key, value in expected.items():
+            if key not in actual:
+                problems.append(f"{path}.{key}: missing")
+            else:
+                problems.extend(missing_fields(value, actual[key], f"{path}.{key}"))
+        return problems
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{path}: expected {expected!r}, got {actual!r}"]
+        problems = []
+        for index, (want, got) in enumerate(zip(expected, actual)):
+            problems.extend(missing_fields(want, got, f"{path}[{index}]"))
+        return problems
+    return [] if expected == actual else [f"{path}: expected {expected!r}, got {actual!r}"]
+
+
+def table(kube: ControlPlane, path: str) -> dict[str, str]:
+    """The `kubectl get` columns of one object, as {column name: printed value}."""
+    answer = kube.get_json(path, accept=TABLE)
+    names = [column["name"] for column in answer["columnDefinitions"]]
+    (row,) = answer["rows"]
+    return {name: str(cell) for name, cell in zip(names, row["cells"])}
+
+
+@pytest.fixture
+def objects(kube: ControlPlane) -> Iterator[client.CustomObjectsApi]:
+    with kube.api_client() as api:
+        yield client.CustomObjectsApi(api)
+
+
+@pytest.fixture
+def core(kube: ControlPlane) -> Iterator[client.CoreV1Api]:
+    with kube.api_client() as api:
+        yield client.CoreV1Api(api)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_crds_are_established_with_the_expected_versions_and_scopes(kube: ControlPlane) -> None:
+    crds = kube.get_json("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]
+    by_kind = {crd["spec"]["names"]["kind"]: crd for crd in crds}
+    assert set(by_kind) == set(KINDS)
+    for kind, (group, plural, namespaced, versions) in KINDS.items():
+        crd = by_kind[kind]
+        assert crd["metadata"]["name"] == f"{plural}.{group}"
+        assert crd["spec"]["scope"] == ("Namespaced" if namespaced else "Cluster"), kind
+        assert [v["name"] for v in crd["spec"]["versions"] if v["served"]] == list(versions), kind
+        assert [v["name"] for v in crd["spec"]["versions"] if v["storage"]] == [versions[0]], kind
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conditions["Established"] == "True", kind
+        assert conditions["NamesAccepted"] == "True", kind
+        # A non-structural schema would be reported here (and its fields silently kept).
+        assert "NonStructuralSchema" not in conditions, kind
+    # Discovery serves both Kueue versions, so `kubectl` and clients find them.
+    group = kube.get_json(f"/apis/{KUEUE}")
+    assert sorted(v["version"] for v in group["versions"]) == ["v1beta1", "v1beta2"]
+    assert group["preferredVersion"]["version"] == "v1beta2"
+
+
+@pytest.mark.parametrize(
+    "manifests, workload_status",
+    [
+        pytest.param(V1BETA1_MANIFESTS, V1BETA1_WORKLOAD_STATUS, id="v1beta1"),
+        pytest.param(V1BETA2_MANIFESTS, V1BETA2_WORKLOAD_STATUS, id="v1beta2"),
+    ],
+)
+def test_kueue_manifests_apply_unchanged_and_read_back_whole(
+    kube: ControlPlane,
+    objects: client.CustomObjectsApi,
+    namespace: str,
+    manifests: str,
+    workload_status: str,
+) -> None:
+    applied = docs(manifests)
+    assert {m["kind"] for m in applied} == set(KINDS) - {"PodGroup"}
+
+    for manifest in applied:
+        created = create(objects, manifest, namespace)
+        assert missing_fields(manifest, created) == [], manifest["kind"]
+        # Re-applying the same manifest server-side (kubectl apply --server-side) is accepted
+        # too, and exercises the list-map keys declared in the schema.
+        reapplied = apply(objects, manifest, namespace)
+        assert missing_fields(manifest, reapplied) == [], manifest["kind"]
+        assert reapplied["metadata"]["generation"] == created["metadata"]["generation"], manifest["kind"]
+
+    for manifest in applied:
+        stored = get(objects, manifest, namespace)
+        assert missing_fields(manifest, stored) == [], manifest["kind"]
+
+    # Status is written through the status subresource, as a controller does.
+    (workload,) = [m for m in applied if m["kind"] == "Workload"]
+    status = yaml.safe_load(workload_status)
+    patched = patch_status(objects, workload, namespace, status)
+    assert missing_fields(status, patched["status"]) == []
+    assert missing_fields(workload["spec"], patched["spec"]) == []
+    assert missing_fields(status, get(objects, workload, namespace)["status"]) == []
+
+
+def test_defaults_match_kueue(objects: client.CustomObjectsApi, namespace: str) -> None:
+    cq = create(
+        objects,
+        {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "defaults"}, "spec": {}},
+        namespace,
+    )
+    assert cq["spec"]["queueingStrategy"] == "BestEffortFIFO"
+    assert cq["spec"]["stopPolicy"] == "None"
+    assert cq["spec"]["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+    assert cq["spec"]["preemption"] == {
+        "reclaimWithinCohort": "Never",
+        "withinClusterQueue": "Never",
+        "borrowWithinCohort": {"policy": "Never"},
+    }
+    wl = create(
+        objects,
+        {
+            "apiVersion": f"{KUEUE}/v1beta1",
+            "kind": "Workload",
+            "metadata": {"name": "defaults"},
+            "spec": {"podSets": [{"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]},
+        },
+        namespace,
+    )
+    assert wl["spec"]["active"] is True
+    assert wl["spec"]["podSets"][0]["name"] == "main"
+    assert wl["spec"]["podSets"][0]["count"] == 1
+
+
+def test_status_is_a_subresource(objects: client.CustomObjectsApi, namespace: str) -> None:
+    manifest = docs(PODGROUP)[0]
+    status = yaml.safe_load(PODGROUP_STATUS)
+    created = create(objects, {**manifest, "status": status}, namespace)
+    # Writes to the object itself ignore status: only controllers set it, via /status.
+    assert "status" not in created or not created["status"]
+    assert missing_fields(manifest, created) == []
+    patched = patch_status(objects, manifest, namespace, status)
+    assert missing_fields(status, patched["status"]) == []
+
+
+def test_objects_read_back_in_the_other_version(objects: client.CustomObjectsApi, namespace: str) -> None:
+    # Conversion strategy None: same fields, only apiVersion differs.  The schemas accept both
+    # versions' field names, so nothing written in one version is pruned when read in the other.
+    cq = {
+        "apiVersion": f"{KUEUE}/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cross-version"},
+        "spec": {
+            "cohort": "legacy-cohort",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4, "borrowingLimit": 2}]}],
+                }
+            ],
+        },
+    }
+    create(objects, cq, namespace)
+    as_v1beta2 = get(objects, cq, namespace, version="v1beta2")
+    assert as_v1beta2["apiVersion"] == f"{KUEUE}/v1beta2"
+    assert missing_fields(cq["spec"], as_v1beta2["spec"]) == []
+
+    cohort = {
+        "apiVersion": f"{KUEUE}/v1beta2",
+        "kind": "Cohort",
+        "metadata": {"name": "cross-version-child"},
+        "spec": {"parentName": "cross-version-root"},
+    }
+    create(objects, cohort, namespace)
+    as_v1beta1 = get(objects, cohort, namespace, version="v1beta1")
+    assert as_v1beta1["spec"] == {"parentName": "cross-version-root"}
+
+
+def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsApi, namespace: str) -> None:
+    create(
+        objects,
+        {
+            "apiVersion": f"{KUEUE}/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "columns"},
+            "spec": {"cohortName": "columns-cohort", "queueingStrategy": "StrictFIFO"},
+        },
+        namespace,
+    )
+    objects.patch_cluster_custom_object_status(
+        KUEUE, "v1beta2", "clusterqueues", "columns",
+        {"status": {"pendingWorkloads": 3, "admittedWorkloads": 2, "reservingWorkloads": 2}},
+        _content_type="application/merge-patch+json",
+    )
+    columns = table(kube, f"/apis/{KUEUE}/v1beta2/clusterqueues/columns")
+    assert {k: columns[k] for k in ("Cohort", "Strategy", "Pending", "Admitted")} == {
+        "Cohort": "columns-cohort",
+        "Strategy": "StrictFIFO",
+        "Pending": "3",
+        "Admitted": "2",
+    }
+    # The v1beta1 view reads the v1beta1 field name (a v1beta2 manifest shows in "Cohort Name").
+    assert "Cohort" in table(kube, f"/apis/{KUEUE}/v1beta1/clusterqueues/columns")
+
+    lq = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"}, "spec": {"clusterQueue": "columns"}}
+    create(objects, lq, namespace)
+    patch_status(objects, lq, namespace, {"pendingWorkloads": 1, "admittedWorkloads": 5})
+    columns = table(kube, f"/apis/{KUEUE}/v1beta2/namespaces/{namespace}/localqueues/q")
+    assert {k: columns[k] for k in ("ClusterQueue", "Pending", "Admitted")} == {
+        "ClusterQueue": "columns",
+        "Pending": "1",
+        "Admitted": "5",
+    }
+
+    wl = {
+        "apiVersion": f"{KUEUE}/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "w"},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]},
+    }
+    create(objects, wl, namespace)
+    patch_status(
+        objects, wl, namespace,
+        {
+            "admission": {"clusterQueue": "columns", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"}, "count": 1}]},
+            "conditions": [
+                {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-01-05T10:00:00Z"}
+            ],
+        },
+    )
+    columns = table(kube, f"/apis/{KUEUE}/v1beta2/namespaces/{namespace}/workloads/w")
+    assert {k: columns[k] for k in ("Queue", "Reserved in", "Admitted")} == {
+        "Queue": "q",
+        "Reserved in": "columns",
+        "Admitted": "True",
+    }
+    assert "Age" in columns
+
+
+@pytest.mark.parametrize(
+    "manifest, complaint",
+    [
+        pytest.param(
+            {"kind": "ClusterQueue", "spec": {"cohort": "x", "cohortName": "y"}},
+            "must agree",
+            id="cohort-and-cohortName-disagree",
+        ),
+        pytest.param(
+            {
+                "kind": "ClusterQueue",
+                "spec": {
+                    "resourceGroups": [
+                        {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1, "borrowingLimit": 1}]}]}
+                    ]
+                },
+            },
+            "borrowingLimit requires a cohort",
+            id="borrowing-without-cohort",
+        ),
+        pytest.param(
+            {
+                "kind": "ClusterQueue",
+                "spec": {
+                    "cohort": "c",
+                    "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "lots"}]}]}],
+                },
+            },
+            "nominalQuota",
+            id="quantity-not-a-quantity",
+        ),
+        pytest.param(
+            {"kind": "ClusterQueue", "spec": {"queueingStrategy": "Random"}},
+            "queueingStrategy",
+            id="unknown-queueing-strategy",
+        ),
+        pytest.param(
+            {"kind": "WorkloadPriorityClass", "description": "no value"},
+            "value",
+            id="priority-class-without-value",
+        ),
+    ],
+)
+def test_schema_rules_refuse_broken_objects(
+    objects: client.CustomObjectsApi, namespace: str, manifest: dict[str, Any], complaint: str
+) -> None:
+    body = {"apiVersion": f"{KUEUE}/v1beta2", "metadata": {"name": "broken"}, **manifest}
+    with pytest.raises(client.ApiException) as raised:
+        create(objects, body, namespace)
+    assert raised.value.status == 422, api_error_message(raised.value)
+    assert complaint in api_error_message(raised.value)
+
+
+def test_unknown_fields_are_refused_under_strict_validation(objects: client.CustomObjectsApi, namespace: str) -> None:
+    # The schemas are structural, so a misspelt field is not silently kept: strict validation
+    # (kubectl's default) refuses it, lax validation would prune it.
+    body = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "typo"}, "spec": {"cohrtName": "x"}}
+    with pytest.raises(client.ApiException) as raised:
+        create(objects, body, namespace)
+    assert raised.value.status == 400
+    assert "cohrtName" in api_error_message(raised.value)
+
+
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+
+
+def _json_patch(core: client.CoreV1Api, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
+    core.patch_namespaced_pod(name, namespace, operations, _content_type="application/json-patch+json")
+
+
+def test_scheduling_gates_can_be_removed_but_never_added(
+    kube: ControlPlane, core: client.CoreV1Api, namespace: str
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "gated",
+            "labels": {"kueue.x-k8s.io/managed": "true", "kueue.x-k8s.io/queue-name": "team-a"},
+        },
+        "spec": {
+            "schedulingGates": [{"name": ADMISSION_GATE}],
+            "containers": [{"name": "main", "image": "registry.example.com/app:1", "resources": {"requests": {"cpu": "100m"}}}],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    path = f"/api/v1/namespaces/{namespace}/pods/gated"
+    assert kube.get_json(path)["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]
+
+    # Adding a second gate to a gated pod: refused.
+    with pytest.raises(client.ApiException) as raised:
+        _json_patch(core, namespace, "gated", [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "example.com/other"}}])
+    assert raised.value.status == 422, api_error_message(raised.value)
+    assert "schedulingGates" in api_error_message(raised.value)
+
+    # Removing the admission gate (what clueue does to admit a pod): accepted.
+    _json_patch(core, namespace, "gated", [{"op": "remove", "path": "/spec/schedulingGates/0"}])
+    assert not kube.get_json(path)["spec"].get("schedulingGates")
+
+    # Putting it back after creation: refused, so a gate is the one chance to hold a pod.
+    with pytest.raises(client.ApiException) as raised:
+        _json_patch(core, namespace, "gated", [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]}])
+    assert raised.value.status == 422, api_error_message(raised.value)
+    assert "schedulingGates" in api_error_message(raised.value)

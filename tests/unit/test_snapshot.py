@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from clueue.adapters.files import load_snapshot, read_documents
+from clueue.engine import Document, SnapshotError, build_snapshot
+from tests.builders import cluster_queue, cohort, local_queue, pod
+
+
+def test_multi_document_yaml_and_kubectl_lists_load(tmp_path):
+    (tmp_path / "a.yaml").write_text(
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- {apiVersion: v1, kind: Namespace, metadata: {name: team-a}}\n"
+        "- {apiVersion: v1, kind: Namespace, metadata: {name: team-b}}\n"
+        "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default}\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text(json.dumps(local_queue("cq", ns="team-a")))
+    snap = load_snapshot([str(tmp_path)])
+    assert set(snap.namespaces) == {"team-a", "team-b"}
+    assert set(snap.flavors) == {"default"}
+    assert set(snap.local_queues) == {"team-a/main"}
+
+
+def test_unknown_kinds_are_skipped_with_a_notice():
+    snap = build_snapshot([Document("x.yaml#1", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}})])
+    assert snap.notices and "Deployment" in snap.notices[0] and "x.yaml#1" in snap.notices[0]
+
+
+def test_v1beta1_and_v1beta2_field_names_load_the_same():
+    old = cluster_queue("a", {"f": {"cpu": 1}}, cohort="eng")
+    new = cluster_queue("a", {"f": {"cpu": 1}}, cohort="eng", api="kueue.x-k8s.io/v1beta2")
+    assert "cohortName" in new["spec"] and "cohort" in old["spec"]
+    one = build_snapshot([Document("a", old)]).cluster_queues["a"]
+    two = build_snapshot([Document("b", new)]).cluster_queues["a"]
+    assert one == two and one.cohort == "eng"
+    assert build_snapshot([Document("c", cohort("eng", parent="org"))]).cohorts["eng"].parent == "org"
+
+
+@pytest.mark.parametrize("obj,field,words", [
+    (pod("p", cpu="lots"), "spec.containers[0].resources.requests.cpu", "not a quantity"),
+    (pod("p", cpu="-1"), "spec.containers[0].resources.requests.cpu", "negative"),
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {}}, "metadata.name", "required"),
+    (local_queue("cq", name=""), "metadata.name", "required"),
+    ({**local_queue("cq"), "spec": {}}, "spec.clusterQueue", "required"),
+    ({**cluster_queue("cq", {"f": {"cpu": 1}}), "spec": {"queueingStrategy": "Random"}}, "spec.queueingStrategy", "StrictFIFO"),
+    ({**cluster_queue("cq"), "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": "f", "resources": [{"name": "memory", "nominalQuota": 1}]}]}]}},
+     "spec.resourceGroups[0].flavors[0].resources[0].name", "coveredResources"),
+    ({"apiVersion": "kueue.x-k8s.io/v1alpha9", "kind": "ClusterQueue", "metadata": {"name": "x"}}, "apiVersion", "v1beta1"),
+])
+def test_malformed_objects_name_file_object_and_field(obj, field, words):
+    with pytest.raises(SnapshotError) as err:
+        build_snapshot([Document("cluster.yaml#3", obj)])
+    message = str(err.value)
+    assert "cluster.yaml#3" in message and field in message and words in message
+
+
+def test_invalid_yaml_names_the_file(tmp_path):
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("kind: [unclosed\n")
+    with pytest.raises(SnapshotError, match="broken.yaml"):
+        read_documents([str(bad)])
+
+
+def test_effective_pod_request_follows_kubernetes():
+    body = pod("p", cpu=None)
+    body["spec"]["containers"] = [
+        {"name": "a", "resources": {"requests": {"cpu": "1"}}},
+        {"name": "b", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}},  # limit stands in for request
+    ]
+    body["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "3"}}}]
+    body["spec"]["overhead"] = {"cpu": "100m"}
+    p = build_snapshot([Document("p", body)]).pods["default/p"]
+    assert str(p.requests["cpu"]) == "31/10"  # max(1.5, 3) + 0.1
+    assert p.requests["memory"] == 2**30
+
+
+def test_snapshot_digest_is_stable_and_content_sensitive():
+    a = build_snapshot([Document("a", pod("p"))])
+    b = build_snapshot([Document("elsewhere", pod("p"))])
+    c = build_snapshot([Document("a", pod("p", cpu="2"))])
+    assert a.digest() != c.digest()
+    assert a.digest() == build_snapshot([Document("a", pod("p"))]).digest()
+    assert b.pods == a.pods
