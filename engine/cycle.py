@@ -54,7 +54,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
         compile_seconds=t1 - t0, ground_seconds=stats.ground_seconds, solve_seconds=stats.solve_seconds,
         explain_seconds=t3 - t2, total_seconds=time.monotonic() - t0, optimal=stats.optimal,
         budget_seconds=config.time_budget, budget_exhausted=stats.budget_exhausted,
-        candidates=len(decision.ranked), checks=stats.checks,
+        candidates=len(decision.ranked), choices=stats.choices, conflicts=stats.conflicts,
     )
     return Plan(tuple(entries), tuple(actions), solver, snapshot.digest(), policy.digest(),
                 snapshot.notices + built.notices)

@@ -80,7 +80,8 @@ class SolverInfo:
     budget_seconds: float
     budget_exhausted: bool
     candidates: int
-    checks: int
+    choices: int
+    conflicts: int
 
     def to_dict(self) -> dict[str, Any]:
         r = lambda x: round(x, 4)  # noqa: E731 - seconds to 0.1 ms
@@ -88,7 +89,7 @@ class SolverInfo:
                 "solveSeconds": r(self.solve_seconds), "explainSeconds": r(self.explain_seconds),
                 "totalSeconds": r(self.total_seconds), "optimal": self.optimal,
                 "budgetSeconds": self.budget_seconds, "budgetExhausted": self.budget_exhausted,
-                "candidates": self.candidates, "checks": self.checks}
+                "candidates": self.candidates, "choices": self.choices, "conflicts": self.conflicts}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,11 @@ A policy is a set of named ``.lp`` files. The built-in files ship in ``clueue.po
 user's directory adds files, and a user file with the same name as a built-in one replaces that
 rule group. Policy files are data, not code: ``#script``, ``#include`` and external function
 calls (``@name(...)``) are refused with the file and line.
+
+Besides the input facts (:data:`clueue.engine.facts.PREDICATES`), the engine and a policy share
+the predicates of :data:`ENGINE_PREDICATES`: those the engine reads from the policy's answer and
+those it gives back as facts to the explanation pass. ``docs/policies.md`` describes the
+extension points; ``docs/facts.md`` is generated from both tables.
 """
 
 from __future__ import annotations
@@ -16,8 +21,17 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import PolicyError
+from .facts import Predicate
 
-__all__ = ["PolicyFile", "Policy", "load_policy", "builtin_files"]
+__all__ = [
+    "PolicyFile", "Policy", "load_policy", "read_policy", "builtin_files", "check_safety", "forbidden_constructs",
+    "PARTS", "EnginePredicate", "ENGINE_PREDICATES",
+]
+
+BUILTIN_PREFIX = "<builtin>/"
+
+#: The ``#program`` parts the engine grounds: ``base`` twice, with ``decide`` and with ``explain``.
+PARTS = ("base", "decide", "explain")
 
 
 @dataclass(frozen=True)
@@ -26,10 +40,20 @@ class PolicyFile:
     path: str  # where it was read from, for messages
     text: str
 
+    @property
+    def builtin(self) -> bool:
+        """True for a file that ships with clueue (not replaced by a user's file)."""
+        return self.path.startswith(BUILTIN_PREFIX)
+
 
 @dataclass(frozen=True)
 class Policy:
     files: tuple[PolicyFile, ...]
+
+    @property
+    def user_files(self) -> tuple[PolicyFile, ...]:
+        """The files that do not ship with clueue: they extend or replace built-in rule groups."""
+        return tuple(f for f in self.files if not f.builtin)
 
     def digest(self) -> str:
         h = hashlib.sha256()
@@ -51,33 +75,47 @@ def _blank(match: re.Match[str]) -> str:
     return "".join(c if c == "\n" else " " for c in match.group(0))
 
 
+def forbidden_constructs(file: PolicyFile) -> list[tuple[int, int, str]]:
+    """Every construct of ``file`` that could run code or read files, as ``(line, column, why)``.
+
+    Comments and strings are ignored, so ``% no #script here`` is fine.
+    """
+    stripped = _COMMENT_OR_STRING.sub(_blank, file.text)
+    found = []
+    for pattern, why in _FORBIDDEN:
+        for m in pattern.finditer(stripped):
+            line = stripped.count("\n", 0, m.start()) + 1
+            col = m.start() - (stripped.rfind("\n", 0, m.start()) + 1) + 1
+            found.append((line, col, why))
+    return sorted(found)
+
+
 def check_safety(file: PolicyFile) -> None:
     """Refuse code execution and file access in a policy file.
 
     Raises:
         PolicyError: ``path:line:column: message`` for the first forbidden construct.
     """
-    stripped = _COMMENT_OR_STRING.sub(_blank, file.text)
-    for pattern, why in _FORBIDDEN:
-        m = pattern.search(stripped)
-        if m:
-            line = stripped.count("\n", 0, m.start()) + 1
-            col = m.start() - (stripped.rfind("\n", 0, m.start()) + 1) + 1
-            raise PolicyError(f"{file.path}:{line}:{col}: forbidden: {why}")
+    found = forbidden_constructs(file)
+    if found:
+        line, col, why = found[0]
+        raise PolicyError(f"{file.path}:{line}:{col}: forbidden: {why}")
 
 
 def builtin_files() -> list[PolicyFile]:
     """The policy files that ship with clueue, in name order."""
     root = resources.files("clueue.policies")
-    return [PolicyFile(p.name, f"<builtin>/{p.name}", p.read_text(encoding="utf-8"))
+    return [PolicyFile(p.name, f"{BUILTIN_PREFIX}{p.name}", p.read_text(encoding="utf-8"))
             for p in sorted(root.iterdir(), key=lambda p: p.name) if p.name.endswith(".lp")]
 
 
-def load_policy(paths: Iterable[str | Path] = ()) -> Policy:
-    """The built-in policy extended (or overridden, file by file) by the given files and directories.
+def read_policy(paths: Iterable[str | Path] = ()) -> Policy:
+    """Like :func:`load_policy` but without the safety check, for tools that report every problem.
+
+    Never ground a policy read this way: use :func:`load_policy`.
 
     Raises:
-        PolicyError: a path does not exist, holds no ``.lp`` file, or a file is forbidden.
+        PolicyError: a path does not exist, holds no ``.lp`` file, or cannot be read.
     """
     files = {f.name: f for f in builtin_files()}
     for raw in paths:
@@ -96,6 +134,69 @@ def load_policy(paths: Iterable[str | Path] = ()) -> Policy:
             except (OSError, UnicodeDecodeError) as e:
                 raise PolicyError(f"{p}: cannot read: {e}") from None
             files[p.name] = PolicyFile(p.name, str(p), text)
-    for f in files.values():
-        check_safety(f)
     return Policy(tuple(files[name] for name in sorted(files)))
+
+
+def load_policy(paths: Iterable[str | Path] = ()) -> Policy:
+    """The built-in policy extended (or overridden, file by file) by the given files and directories.
+
+    Raises:
+        PolicyError: a path does not exist, holds no ``.lp`` file, or a file is forbidden.
+    """
+    policy = read_policy(paths)
+    for f in policy.files:
+        check_safety(f)
+    return policy
+
+
+# ---------------------------------------------------------------------------------------------
+# The interface between the engine and a policy, besides the input facts. A policy replacing a
+# built-in rule group must keep deriving what the engine reads (``clueue policy check`` says so).
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EnginePredicate:
+    """A predicate the engine reads from a policy's answer, or gives to the explanation pass.
+
+    ``part`` is the pass in which the engine reads it (``decide`` or ``explain``); ``given``
+    names the part to which the engine adds the decision as facts; ``required`` predicates must
+    be derived by some policy file, the others may stay empty.
+    """
+
+    predicate: Predicate
+    part: str
+    required: bool
+    given: str | None = None
+
+
+def _e(signature: str, types: str, doc: str, example: str, *, part: str, required: bool = True,
+       given: str | None = None) -> EnginePredicate:
+    name, _, rest = signature.partition("(")
+    names = [a.strip() for a in rest.rstrip(")").split(",")]
+    kinds = types.split()
+    assert len(names) == len(kinds), signature
+    return EnginePredicate(Predicate(name, tuple(zip(names, kinds)), doc, example), part, required, given)
+
+
+ENGINE_PREDICATES: dict[str, EnginePredicate] = {e.predicate.name: e for e in (
+    _e("candidate(W)", "str", "W is pending and may be admitted this cycle (eligibility.lp). "
+       "Only candidates are admitted.", 'candidate("team-a/pod-etl").', part="decide"),
+    _e("rank_key(W,K)", "str term", "Candidates are tried in increasing K (clingo's term order, e.g. a tuple); "
+       "every candidate needs one (ordering.lp).", 'rank_key("team-a/pod-etl",(-1000,1767225600,0)).', part="decide"),
+    _e("fifo_group(W,G)", "str term", "Candidates sharing G follow StrictFIFO: once one is left out, the later "
+       "ones of G are too (ordering.lp).", 'fifo_group("research/pod-eval",cq("research")).', part="decide",
+       required=False),
+    _e("admit(W)", "str", "The decision: candidate W is admitted this cycle (admission.lp, shown). "
+       "Given as a fact to the explain part.", 'admit("team-a/pod-etl").', part="decide", given="explain"),
+    _e("choose(W,PS,G,F)", "str str int str", "The decision: admitted W places resource group G of pod set PS "
+       "in flavor F (admission.lp, shown). Given as a fact to the explain part.",
+       'choose("team-a/pod-etl","main",0,"on-demand").', part="decide", given="explain"),
+    _e("assign(W,PS,R,F)", "str str str str", "The decision per resource: resource R of pod set PS is admitted "
+       "in flavor F (admission.lp, shown).", 'assign("team-a/pod-etl","main","cpu","on-demand").', part="decide"),
+    _e("reason(W,Why)", "str term", "Why W got its decision; Why is a reason term (see the reason terms below; "
+       "a term of a user's own becomes a reason whose code is the term's name).",
+       'reason("team-a/pod-big",never_fits).', part="explain", required=False),
+    _e("workload_cq(W,Q)", "str str", "W is queued, through its LocalQueue, in ClusterQueue Q (eligibility.lp).",
+       'workload_cq("team-a/pod-etl","team-a").', part="explain"),
+    _e("tree_root(Q,T)", "str node", "ClusterQueue Q belongs to the quota tree whose root is T (capacity.lp).",
+       'tree_root("team-a",cohort("eng")).', part="explain"),
+)}

@@ -47,7 +47,8 @@ def to_python(symbol: clingo.Symbol) -> Any:
 class SolveStats:
     ground_seconds: float = 0.0
     solve_seconds: float = 0.0
-    checks: int = 0
+    choices: int = 0
+    conflicts: int = 0
     optimal: bool = False
     budget_exhausted: bool = False
     cost: tuple[int, ...] = ()
@@ -117,23 +118,65 @@ def _atoms(ctl: clingo.Control, name: str, arity: int) -> Iterable[clingo.Symbol
     return ctl.symbolic_atoms.by_signature(name, arity)
 
 
-def _solve(ctl: clingo.Control, deadline: float, *, assumptions: Sequence[int] = (),
+def _solve(ctl: clingo.Control, deadline: float, *,
            on_model: Callable[[clingo.Model], None] | None = None) -> tuple[clingo.SolveResult | None, bool]:
     """Solve until ``deadline``; returns (result, finished). An unfinished solve is cancelled."""
-    with ctl.solve(assumptions=list(assumptions), on_model=on_model, async_=True) as handle:
+    if time.monotonic() >= deadline:
+        return None, False
+    with ctl.solve(on_model=on_model, async_=True) as handle:
         finished = handle.wait(max(0.0, deadline - time.monotonic()))
         if not finished:
             handle.cancel()
         return handle.get(), finished
 
 
+def _order_decisions(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
+                     groups: Mapping[str, list[str]], keys: Mapping[str, clingo.Symbol]) -> None:
+    """Make the search decide admissions in rank order, then flavors in rank and flavor order.
+
+    ``admit/1`` atoms get the highest levels, in rank order, sign true. ``choose/4`` atoms come
+    after all of them: by the rank of their workload, then by the flavor's position in its
+    resource group, sign true, so that among equally good plans the higher-ranked workload
+    keeps the earlier flavor, as in Kueue. StrictFIFO groups are chained by constraints.
+    """
+    position_of = {w: i for i, w in enumerate(ranked)}
+    queue_of = {a.symbol.arguments[0].string: a.symbol.arguments[1].string for a in _atoms(ctl, "workload_cq", 2)}
+    flavor_pos = {(a.symbol.arguments[0].string, a.symbol.arguments[1].number, a.symbol.arguments[2].string):
+                  a.symbol.arguments[3].number for a in _atoms(ctl, "cq_flavor", 4)}
+    width = max(flavor_pos.values(), default=0) + 1
+    n = len(ranked)
+    level, sign = clingo.backend.HeuristicType.Level, clingo.backend.HeuristicType.Sign
+    with ctl.backend() as backend:
+        for w, atom in admit_atom.items():
+            if w in position_of:
+                backend.add_heuristic(atom, level, (n + 1) * width + n - position_of[w], 1, [])
+                backend.add_heuristic(atom, sign, 1, 1, [])
+        for a in _atoms(ctl, "choose", 4):
+            w, _, g, f = (to_python(x) for x in a.symbol.arguments)
+            pos = flavor_pos.get((queue_of.get(w, ""), g, f), width - 1)
+            backend.add_heuristic(a.literal, level, (n - position_of.get(w, n)) * width + width - pos, 1, [])
+            backend.add_heuristic(a.literal, sign, 1, 1, [])
+        for members in groups.values():
+            chain = [admit_atom[w] for w in sorted(members, key=lambda w: keys[w]) if w in admit_atom]
+            for before, after in zip(chain, chain[1:]):
+                backend.add_rule([], [after, -before])  # :- admit(after), not admit(before).
+
+
 def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     """Admit candidates in rank order, then choose the best flavors for the admitted set.
 
-    Each candidate, in increasing ``rank_key``, is admitted when the program stays satisfiable
-    with it and every candidate admitted before it (their flavors may change); otherwise it is
-    left out for good. This makes the admitted set lexicographically best in rank order. The
-    weak constraints then pick the flavor assignment of that set.
+    The admitted set is the lexicographically greatest one in rank order: a candidate is
+    admitted whenever it fits together with every higher-ranked candidate admitted (whose
+    flavors may change). One solve computes it: a domain heuristic makes the solver decide
+    ``admit/1`` atoms first, in rank order, trying "admitted" first. With a static decision
+    order and sign, the first model conflict-driven search finds is the lexicographically
+    greatest over those atoms: if a greater model existed, the first atom where it differs was
+    set to false by propagation from earlier decisions alone, all of which that model shares, so
+    it could not be a model. The weak constraints then pick the flavors of that set.
+
+    StrictFIFO groups (``fifo_group/2``) are chained: a member is admitted only if the member
+    ranked just before it is. If the budget runs out before the first model, nothing new is
+    admitted and the plan says so.
 
     Raises:
         PolicyError: a policy file does not parse or ground.
@@ -142,7 +185,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     start = time.monotonic()
     deadline = start + budget
     messages = _Messages()
-    ctl = _control(["--opt-mode=ignore", "--models=1"], messages)
+    ctl = _control(["--heuristic=Domain", "--opt-mode=ignore", "--models=1"], messages)
     _load(ctl, facts, policy, messages)
     _ground(ctl, [("base", []), ("decide", [])], messages)
     grounded = time.monotonic()
@@ -153,48 +196,30 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     if missing:
         raise PolicyError(f"the policy gives no rank_key/2 to candidate {missing[0]!r}")
     ranked = sorted(candidates, key=lambda w: keys[w])
+    admit_atom = {a.symbol.arguments[0].string: a.literal for a in _atoms(ctl, "admit", 1)}
     groups: dict[str, list[str]] = {}
     for a in _atoms(ctl, "fifo_group", 2):
-        groups.setdefault(a.symbol.arguments[0].string, []).append(str(a.symbol.arguments[1]))
-    admit_literal = {a.symbol.arguments[0].string: a.literal for a in _atoms(ctl, "admit", 1)}
+        groups.setdefault(str(a.symbol.arguments[1]), []).append(a.symbol.arguments[0].string)
 
-    result, finished = _solve(ctl, deadline)
+    _order_decisions(ctl, ranked, admit_atom, groups, keys)
+
+    first: dict[str, Any] = {}
+
+    def on_first(model: clingo.Model) -> None:
+        first["admitted"] = {s.arguments[0].string for s in model.symbols(shown=True) if s.name == "admit"}
+
+    result, finished = _solve(ctl, deadline, on_model=on_first)
     if finished and result is not None and result.unsatisfiable:
         raise SolveError("the policy's hard constraints fail even when nothing new is admitted: "
                          "check the integrity constraints of your policy files")
+    exhausted = "admitted" not in first
+    effort = ctl.statistics["solving"]["solvers"]
+    first_effort = (int(effort["choices"]), int(effort["conflicts"]))
+    admitted = first.get("admitted", set())
+    with ctl.backend() as backend:  # the admitted set is decided: fix it, then optimize flavors
+        for w, atom in admit_atom.items():
+            backend.add_rule([], [-atom] if w in admitted else [atom])
 
-    blocked_groups: dict[str, str] = {}
-    fifo_blocked: dict[str, str] = {}
-    unevaluated: list[str] = []
-    checks = 0
-    exhausted = False
-    for w in ranked:
-        head = next((blocked_groups[g] for g in groups.get(w, ()) if g in blocked_groups), None)
-        lit = admit_literal.get(w)
-        if exhausted or time.monotonic() >= deadline:
-            exhausted = True
-            unevaluated.append(w)
-            admitted = False
-        elif head is not None or lit is None:
-            if head is not None:
-                fifo_blocked[w] = head
-            admitted = False
-        else:
-            checks += 1
-            result, finished = _solve(ctl, deadline, assumptions=[lit])
-            if not finished:
-                exhausted = True
-                unevaluated.append(w)
-            admitted = bool(finished and result is not None and result.satisfiable)
-        if lit is not None:
-            with ctl.backend() as backend:  # decided for good: later checks build on it
-                backend.add_rule([], [-lit] if admitted else [lit])
-        if not admitted:
-            for g in groups.get(w, ()):
-                blocked_groups.setdefault(g, w)
-
-    # Final pass: optimize flavors for the admitted set. If the budget is spent, allow a short
-    # grace period to find any model of the (already known satisfiable) admitted set.
     ctl.configuration.solve.opt_mode = "opt"
     ctl.configuration.solve.models = 0
     best: dict[str, Any] = {}
@@ -204,6 +229,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         best["cost"] = tuple(model.cost)
         best["proven"] = model.optimality_proven
 
+    # If the budget is spent, allow a short grace period to find any model of the fixed set.
     final_deadline = max(deadline, time.monotonic() + max(1.0, 0.1 * budget))
     result, finished = _solve(ctl, final_deadline, on_model=on_model)
     if "symbols" not in best:
@@ -220,11 +246,21 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
             choices.setdefault(t.args[0], []).append((t.args[1], t.args[2], t.args[3]))
         elif t.name == "assign":
             assignments.setdefault(t.args[0], {})[(t.args[1], t.args[2])] = t.args[3]
-    done = time.monotonic()
-    stats = SolveStats(ground_seconds=grounded - start, solve_seconds=done - grounded, checks=checks,
+    fifo_blocked: dict[str, str] = {}
+    for members in groups.values():
+        head = None
+        for w in sorted(members, key=lambda w: keys[w]):
+            if head is not None and w not in admitted:
+                fifo_blocked[w] = head
+            elif head is None and w not in admitted:
+                head = w
+    search = ctl.statistics["solving"]["solvers"]  # of the last solve; add the first one's
+    stats = SolveStats(ground_seconds=grounded - start, solve_seconds=time.monotonic() - grounded,
+                       choices=first_effort[0] + int(search["choices"]),
+                       conflicts=first_effort[1] + int(search["conflicts"]),
                        optimal=optimal, budget_exhausted=exhausted, cost=best["cost"])
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
-                    fifo_blocked, tuple(unevaluated), stats)
+                    fifo_blocked, tuple(w for w in ranked if exhausted), stats)
 
 
 def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) -> Explanation:
@@ -255,3 +291,238 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
         else:
             queues[t.args[0]] = t.args[1]
     return Explanation({w: tuple(sorted(r, key=str)) for w, r in reasons.items()}, roots, queues)
+
+
+# =================================================================================================
+# Policy tooling: reading policy files as ASTs and probing their grounding.
+#
+# Added for `clueue policy check` and for guarded cycles (clueue.engine.guard). Append-only: the
+# functions above are the decision cycle and are not changed here. Everything below returns plain
+# Python values; clingo's messages keep their text, with the real file of each location.
+# =================================================================================================
+
+import clingo.ast as _ast  # noqa: E402 - kept with the section that needs it
+
+from .policy import PARTS, PolicyFile  # noqa: E402
+
+
+@dataclass(frozen=True)
+class AtomUse:
+    """One occurrence of a predicate in a policy file.
+
+    ``role`` is ``head`` (derived), ``body`` (read) or ``declared`` (``#defined``, ``#external``);
+    ``part`` is the ``#program`` part the statement belongs to.
+    """
+
+    name: str
+    arity: int
+    role: str
+    part: str
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class PartHeader:
+    """A ``#program`` statement of a policy file."""
+
+    name: str
+    params: tuple[str, ...]
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class FileOutline:
+    """What a policy file derives and reads; ``messages`` are clingo's parse errors, if any."""
+
+    path: str
+    parsed: bool
+    atoms: tuple[AtomUse, ...] = ()
+    parts: tuple[PartHeader, ...] = ()
+    messages: tuple[tuple[str, str], ...] = ()  # (MessageCode name, text)
+
+
+@dataclass(frozen=True)
+class PolicyOutline:
+    """Outlines of every file, and clingo's messages from grounding the whole policy without facts."""
+
+    files: tuple[FileOutline, ...]
+    messages: tuple[tuple[str, str], ...]
+    grounded: bool
+
+
+def _relocate(node: Any, path: str) -> Any:
+    """``node`` with every location in file ``path`` (clingo says ``<string>`` for parsed text)."""
+    changes: dict[str, Any] = {}
+    for key in node.child_keys:
+        value = getattr(node, key)
+        if isinstance(value, _ast.AST):
+            changes[key] = _relocate(value, path)
+        elif isinstance(value, _ast.ASTSequence):
+            changes[key] = [_relocate(v, path) for v in value]
+    if "location" in node.keys():
+        loc = node.location
+        changes["location"] = _ast.Location(_ast.Position(path, loc.begin.line, loc.begin.column),
+                                            _ast.Position(path, loc.end.line, loc.end.column))
+    return node.update(**changes) if changes else node
+
+
+def _statements(f: PolicyFile, messages: _Messages) -> list[Any] | None:
+    """The statements of ``f`` with real locations, or ``None`` if it does not parse."""
+    out: list[Any] = []
+    try:
+        _ast.parse_string(f.text, lambda s: out.append(_relocate(s, f.path)),
+                          logger=lambda code, text: messages.items.append(
+                              f"{code.name}\0{text.replace('<string>', f.path)}"),
+                          message_limit=50)
+    except RuntimeError:
+        return None
+    return out
+
+
+def _predicate(symbol: Any) -> tuple[str, int] | None:
+    if symbol.ast_type == _ast.ASTType.UnaryOperation:  # classical negation: -p(X)
+        inner = _predicate(symbol.argument)
+        return ("-" + inner[0], inner[1]) if inner else None
+    if symbol.ast_type == _ast.ASTType.Function and symbol.name:
+        return symbol.name, len(symbol.arguments)
+    if symbol.ast_type == _ast.ASTType.SymbolicTerm and symbol.symbol.type == clingo.SymbolType.Function:
+        return symbol.symbol.name, len(symbol.symbol.arguments)
+    return None
+
+
+def _collect_atoms(node: Any, role: str, part: str, out: list[AtomUse]) -> None:
+    """Every predicate occurrence below ``node``; conditions of head elements are read, not derived."""
+    kind = node.ast_type
+    if kind == _ast.ASTType.SymbolicAtom:
+        symbols = node.symbol.arguments if node.symbol.ast_type == _ast.ASTType.Pool else [node.symbol]
+        for s in symbols:
+            found = _predicate(s)
+            if found:
+                out.append(AtomUse(found[0], found[1], role, part, s.location.begin.line,
+                                   s.location.begin.column))
+        return
+    for key in node.child_keys:
+        child_role = role
+        if kind == _ast.ASTType.Rule:
+            child_role = "head" if key == "head" else "body"
+        elif kind == _ast.ASTType.ConditionalLiteral and key == "condition":
+            child_role = "body"
+        elif kind == _ast.ASTType.External:
+            child_role = "declared" if key == "atom" else "body"
+        elif kind in (_ast.ASTType.Minimize, _ast.ASTType.ShowTerm, _ast.ASTType.Heuristic, _ast.ASTType.Edge,
+                      _ast.ASTType.ProjectAtom):
+            child_role = "body"
+        value = getattr(node, key)
+        if isinstance(value, _ast.AST):
+            _collect_atoms(value, child_role, part, out)
+        elif isinstance(value, _ast.ASTSequence):
+            for v in value:
+                _collect_atoms(v, child_role, part, out)
+
+
+def _outline(f: PolicyFile, statements: list[Any]) -> FileOutline:
+    atoms: list[AtomUse] = []
+    parts: list[PartHeader] = []
+    part = "base"
+    for s in statements:
+        kind = s.ast_type
+        loc = s.location.begin
+        if kind == _ast.ASTType.Program:
+            part = s.name
+            if (loc.line, loc.column) != (1, 1) or s.name != "base" or s.parameters:
+                parts.append(PartHeader(s.name, tuple(p.name for p in s.parameters), loc.line, loc.column))
+        elif kind == _ast.ASTType.Defined:
+            atoms.append(AtomUse(s.name, s.arity, "declared", part, loc.line, loc.column))
+        elif kind != _ast.ASTType.Comment:
+            _collect_atoms(s, "body", part, atoms)
+    return FileOutline(f.path, True, tuple(atoms), tuple(parts))
+
+
+def outline_policy(policy: Policy) -> PolicyOutline:
+    """Parse every file of ``policy``; if all parse, ground it without facts for clingo's messages.
+
+    The policy must have passed :func:`clueue.engine.policy.check_safety`: parsing follows
+    ``#include``. Grounding uses ``#defined`` for every input and for the decision given to the
+    explain part, so that only the policy's own problems are reported: syntax errors, unsafe
+    variables, undefined operations on constants, ...
+
+    Returns:
+        A :class:`PolicyOutline`; messages are ``(MessageCode name, text)`` with real paths.
+    """
+    files: list[FileOutline] = []
+    parsed: list[Any] = []
+    for f in policy.files:
+        messages = _Messages()
+        statements = _statements(f, messages)
+        if statements is None:
+            files.append(FileOutline(f.path, False, messages=tuple(
+                tuple(m.split("\0", 1)) for m in messages.items)))  # type: ignore[misc]
+            continue
+        files.append(_outline(f, statements))
+        parsed.extend(s for s in statements if s.ast_type != _ast.ASTType.Comment)
+    if len(parsed) == 0 or not all(f.parsed for f in files):
+        return PolicyOutline(tuple(files), (), False)
+
+    seen: dict[str, str] = {}
+
+    def logger(code: clingo.MessageCode, text: str) -> None:
+        seen.setdefault(text, code.name)
+
+    given = "".join(f"#defined {name}/{len(e.predicate.args)}.\n"
+                    for name, e in _engine_predicates().items() if e.given)
+    for part, extra in (("decide", ""), ("explain", given)):
+        ctl = clingo.Control(["--seed=0"], logger=logger, message_limit=200)
+        ctl.add("base", [], defined_directives() + extra)
+        try:
+            with _ast.ProgramBuilder(ctl) as builder:
+                for s in parsed:
+                    builder.add(s)
+            ctl.ground([("base", []), (part, [])], context=_NoExternalCalls())
+        except RuntimeError:
+            pass  # the messages say why
+    return PolicyOutline(tuple(files), tuple((code, text) for text, code in seen.items()), True)
+
+
+def _engine_predicates() -> Mapping[str, Any]:
+    from .policy import ENGINE_PREDICATES
+    return ENGINE_PREDICATES
+
+
+def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], None]) -> None:
+    """Ground the decide pass statement by statement, announcing each user statement first.
+
+    The built-in files are grounded first (as one step), then every statement of the user's
+    files in the ``base`` and ``decide`` parts, each as its own step, in file order. Run in a
+    process with a time or memory limit, the last announcement names the statement that blew
+    up. Multi-shot grounding only approximates the single-shot one (a statement sees the atoms
+    of the steps before it), which is enough to find an exploding rule.
+
+    ``progress`` receives ``"<builtin>"`` before the built-in step and then
+    ``"path:line:column: statement"``.
+    """
+    messages = _Messages()
+    ctl = _control([], messages)
+    builtin = Policy(tuple(f for f in policy.files if f.builtin))
+    progress("<builtin>")
+    _load(ctl, facts, builtin, messages)
+    _ground(ctl, [("base", []), ("decide", [])], messages)
+    step = 0
+    for f in policy.user_files:
+        statements = _statements(f, messages) or []
+        part = "base"
+        for s in statements:
+            if s.ast_type == _ast.ASTType.Program:
+                part = s.name
+                continue
+            if s.ast_type == _ast.ASTType.Comment or part not in PARTS[:2]:
+                continue
+            step += 1
+            name = f"clueue_probe_{step}"
+            loc = s.location.begin
+            progress(f"{f.path}:{loc.line}:{loc.column}: {s}")
+            with _ast.ProgramBuilder(ctl) as builder:
+                builder.add(_ast.Program(s.location, name, []))
+                builder.add(s)
+            _ground(ctl, [(name, [])], messages)
