@@ -34,6 +34,11 @@ class Compiled:
     units: Mapping[str, Fraction]  # resource -> the quantity one integer unit stands for
     workloads: Mapping[str, Workload]  # key -> workload, for every workload given facts
 
+    def without(self, workloads: set[str]) -> tuple[Fact, ...]:
+        """The facts less those about the given workloads."""
+        keyed = {name for name, p in PREDICATES.items() if p.args[0][0] == "W"}
+        return tuple(f for f in self.facts if f.predicate not in keyed or f.args[0] not in workloads)
+
     def amount(self, resource: str, units: int) -> Fraction:
         return self.units.get(resource, Fraction(1)) * units
 

@@ -55,6 +55,10 @@ class Policy:
         """The files that do not ship with clueue: they extend or replace built-in rule groups."""
         return tuple(f for f in self.files if not f.builtin)
 
+    def is_builtin(self, name: str) -> bool:
+        """True if the rule group ``name`` (e.g. ``quota.lp``) is the one clueue ships."""
+        return any(f.name == name and f.path.startswith("<builtin>/") for f in self.files)
+
     def digest(self) -> str:
         h = hashlib.sha256()
         for f in self.files:
@@ -66,7 +70,10 @@ _COMMENT_OR_STRING = re.compile(r'%\*.*?\*%|%[^\n]*|"(?:\\.|[^"\\])*"', re.S)
 _FORBIDDEN = (
     (re.compile(r"#script\b"), "#script runs code; policy files are data"),
     (re.compile(r"#include\b"), "#include reads other files; pass every policy file with --policy instead"),
-    (re.compile(r"@\s*[a-z_][A-Za-z0-9_']*\s*\("), "external function calls (@name(...)) run code; use ASP arithmetic"),
+    # An @ right after a term is the weight@level separator of a weak constraint; elsewhere it
+    # starts an external function call, with or without arguments.
+    (re.compile(r"(?<![\w)'\"\s])\s*@\s*[a-z_]"),
+     "external function calls (@name(...)) run code; use ASP arithmetic"),
 )
 
 
@@ -84,8 +91,9 @@ def forbidden_constructs(file: PolicyFile) -> list[tuple[int, int, str]]:
     found = []
     for pattern, why in _FORBIDDEN:
         for m in pattern.finditer(stripped):
-            line = stripped.count("\n", 0, m.start()) + 1
-            col = m.start() - (stripped.rfind("\n", 0, m.start()) + 1) + 1
+            start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())  # where the construct begins
+            line = stripped.count("\n", 0, start) + 1
+            col = start - (stripped.rfind("\n", 0, start) + 1) + 1
             found.append((line, col, why))
     return sorted(found)
 

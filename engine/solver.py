@@ -68,8 +68,10 @@ class Decision:
     assignments: Mapping[str, Mapping[tuple[str, str], str]]
     ranked: tuple[str, ...]
     fifo_blocked: Mapping[str, str]
+    fifo_head_of: Mapping[str, str]  # the first left-out member of a StrictFIFO group -> the group
     unevaluated: tuple[str, ...]
     stats: SolveStats
+    draws: tuple[str, ...] = ()  # draw/4 atoms of the decision, as ASP text, for the explanation
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,9 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     best: dict[str, Any] = {}
 
     def on_model(model: clingo.Model) -> None:
-        best["symbols"] = [to_python(s) for s in model.symbols(shown=True)]
+        shown = model.symbols(shown=True)
+        best["symbols"] = [to_python(s) for s in shown if s.name != "draw"]
+        best["draws"] = tuple(f"{s}." for s in shown if s.name == "draw")
         best["cost"] = tuple(model.cost)
         best["proven"] = model.optimality_proven
 
@@ -247,27 +251,29 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         elif t.name == "assign":
             assignments.setdefault(t.args[0], {})[(t.args[1], t.args[2])] = t.args[3]
     fifo_blocked: dict[str, str] = {}
-    for members in groups.values():
+    fifo_head_of: dict[str, str] = {}
+    for group, members in groups.items():
         head = None
         for w in sorted(members, key=lambda w: keys[w]):
             if head is not None and w not in admitted:
                 fifo_blocked[w] = head
             elif head is None and w not in admitted:
                 head = w
+                fifo_head_of[w] = group
     search = ctl.statistics["solving"]["solvers"]  # of the last solve; add the first one's
     stats = SolveStats(ground_seconds=grounded - start, solve_seconds=time.monotonic() - grounded,
                        choices=first_effort[0] + int(search["choices"]),
                        conflicts=first_effort[1] + int(search["conflicts"]),
                        optimal=optimal, budget_exhausted=exhausted, cost=best["cost"])
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
-                    fifo_blocked, tuple(w for w in ranked if exhausted), stats)
+                    fifo_blocked, fifo_head_of, tuple(w for w in ranked if exhausted), stats, best["draws"])
 
 
 def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) -> Explanation:
     """Run the explanation pass with the decision as facts and collect ``reason/2``."""
     messages = _Messages()
     ctl = _control(["--models=1"], messages)
-    decided = []
+    decided = list(decision.draws)
     for w, choices in decision.choices.items():
         decided.append(f"admit({value_text(w)}).")
         decided += [f"choose({value_text(w)},{value_text(ps)},{g},{value_text(f)})." for ps, g, f in choices]

@@ -1,0 +1,41 @@
+"""Leaving provably inadmissible candidates out of the solve changes nothing in the plan."""
+
+import random
+from importlib import resources
+
+import pytest
+
+from tests.builders import cluster_queue, flavor, local_queue, quota, run, workload
+
+
+def many_shapes(seed):
+    rng = random.Random(seed)
+    objs = [flavor("od"), flavor("spot")]
+    for c in range(4):
+        strategy = "StrictFIFO" if c == 3 else None
+        objs.append(cluster_queue(f"cq{c}", {"od": {"cpu": quota(rng.randint(2, 6), rng.choice([None, 2]), rng.choice([None, 1]))},
+                                             "spot": {"cpu": rng.randint(0, 3)}},
+                                  cohort=f"co{c % 2}", strategy=strategy))
+        objs.append(local_queue(f"cq{c}", ns=f"ns{c}"))
+        for i in range(rng.randint(10, 30)):
+            cpu, prio = rng.choice([(1, 1), (1, 1), (2, 5), (4, 9)])
+            objs.append(workload(f"w{i}", ns=f"ns{c}", cpu=cpu, priority=prio, minute=rng.randint(0, 20)))
+    return objs
+
+
+def comparable(plan):
+    out = []
+    for w in plan.to_dict()["workloads"]:
+        w.pop("rank", None)
+        out.append(w)
+    return out, [a for a in plan.to_dict()["actions"]]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pruned_plan_equals_unpruned_plan(seed, tmp_path):
+    objs = many_shapes(seed)
+    same_ordering = tmp_path / "ordering.lp"  # a user copy of a rule group turns pruning off
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    assert pruned.solver.pruned > 0 and unpruned.solver.pruned == 0
+    assert comparable(pruned) == comparable(unpruned)
