@@ -13,7 +13,6 @@ from fractions import Fraction
 from math import ceil, floor, gcd
 from typing import Iterable, Mapping
 
-from .config import Config
 from .errors import SnapshotError
 from .facts import PREDICATES, Fact, Node, Value
 from .objects import ClusterQueue, LabelSelector, ResourceGroup
@@ -33,11 +32,6 @@ class Compiled:
     facts: tuple[Fact, ...]
     units: Mapping[str, Fraction]  # resource -> the quantity one integer unit stands for
     workloads: Mapping[str, Workload]  # key -> workload, for every workload given facts
-
-    def without(self, workloads: set[str]) -> tuple[Fact, ...]:
-        """The facts less those about the given workloads."""
-        keyed = {name for name, p in PREDICATES.items() if p.args[0][0] == "W"}
-        return tuple(f for f in self.facts if f.predicate not in keyed or f.args[0] not in workloads)
 
     def amount(self, resource: str, units: int) -> Fraction:
         return self.units.get(resource, Fraction(1)) * units
@@ -63,7 +57,8 @@ def _gcd(values: Iterable[Fraction]) -> Fraction:
     return Fraction(nums, dens) if nums else Fraction(1)
 
 
-def _units(snapshot: Snapshot, workloads: Iterable[Workload]) -> dict[str, Fraction]:
+def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> dict[str, Fraction]:
+    """Per resource, the quantity one integer unit stands for (see the module docstring)."""
     quotas: dict[str, list[Fraction]] = {}
     demands: dict[str, list[Fraction]] = {}
     for groups in [cq.resource_groups for cq in snapshot.cluster_queues.values()] + \
@@ -116,11 +111,15 @@ def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     return selector is not None and selector.matches(labels)
 
 
-def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload], config: Config = Config()) -> Compiled:
-    """Emit the facts for one cycle. Finished workloads are left out: they hold no quota."""
-    del config  # reserved: compiler options (e.g. which optional facts to emit)
+def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
+                  units: Mapping[str, Fraction] | None = None) -> Compiled:
+    """Emit the facts for one cycle. Finished workloads are left out: they hold no quota.
+
+    ``units`` fixes the resource units, so that facts compiled for different subsets of the
+    workloads speak the same integers; by default they are computed from ``workloads``.
+    """
     live = sorted((w for w in workloads if not w.finished), key=lambda w: w.key)
-    units = _units(snapshot, live)
+    units = dict(units) if units is not None else resource_units(snapshot, live)
     out = _Facts()
 
     def up(resource: str, value: Fraction) -> int:  # requests: round up, never under-count use

@@ -1,22 +1,25 @@
 """One decision cycle: a pure function of snapshot, policy and configuration.
 
-Phases, each timed: build workloads -> compile facts -> decide -> explain -> assemble the plan.
+Phases, each timed: build workloads -> select candidates -> compile facts -> decide ->
+explain -> assemble the plan. Deciding and explaining repeat, on a longer prefix of the
+candidates, only if the first prefix could not be shown to decide the whole backlog (prune.py).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import replace
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Mapping
 
-from .compiler import Compiled, compile_facts
+from .compiler import Compiled, compile_facts, resource_units
 from .config import Config
 from .explain import decode_reasons
-from .prune import prune_candidates
 from .facts import render_facts
 from .plan import Action, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .policy import Policy
+from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
 from .snapshot import Snapshot
 from .solver import Decision, Explanation, decide, explain
@@ -28,9 +31,55 @@ _WAITS_BEHIND_SHOWN = 3
 
 
 def compile_snapshot(snapshot: Snapshot, config: Config = Config()) -> tuple[Compiled, Workloads]:
-    """Phases 1 and 2: the workloads of the snapshot and their facts."""
+    """The workloads of the snapshot and all their facts (what ``clueue facts`` prints)."""
     built = build_workloads(snapshot, config)
-    return compile_facts(snapshot, built.workloads, config), built
+    return compile_facts(snapshot, built.workloads), built
+
+
+@dataclass(frozen=True)
+class _Round:
+    """One decide-and-explain round over a prefix of the ranked candidates."""
+
+    compiled: Compiled  # the facts of the explanation pass
+    decision: Decision
+    explanation: Explanation
+    proxy: Mapping[str, str]  # workload -> the workload whose explanation it shares
+    unsolved: tuple[str, ...]  # ranked candidates beyond the prefix, in rank order
+    complete: bool  # no candidate beyond the prefix could have been admitted
+
+
+def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], cut: int, policy: Policy,
+           deadline: float) -> _Round:
+    solved = selection.ranked[:cut]
+    unsolved = tuple(w.key for w in selection.ranked[cut:])
+    decided = compile_facts(snapshot, selection.fixed + solved, units)
+    decision = decide(render_facts(decided.facts), policy, budget=max(0.0, deadline - time.monotonic()))
+
+    # Members of a shape share their explanation: a left-out solved one explains the others of
+    # its shape; a shape with none left out is explained by its first unsolved member.
+    explainer: dict[int, str] = {}
+    proxy = dict(selection.stand_in)
+    for w in solved:
+        if w.key not in decision.assignments:
+            shape = selection.shape[w.key]
+            if shape in explainer:
+                proxy[w.key] = explainer[shape]
+            else:
+                explainer[shape] = w.key
+    for key in unsolved:
+        shape = selection.shape[key]
+        if shape in explainer:
+            proxy[key] = explainer[shape]
+        else:
+            explainer[shape] = key
+    for key, target in proxy.items():  # a dropped member's stand-in may itself be proxied
+        proxy[key] = proxy.get(target, target)
+    explaining = compile_facts(snapshot, [w for w in selection.fixed + selection.ranked if w.key not in proxy], units)
+    explained = explain(render_facts(explaining.facts), policy, decision,
+                        budget=max(0.0, deadline - time.monotonic()))
+    unsolved_explainers = {proxy.get(k, k) for k in unsolved}
+    complete = not unsolved_explainers & explained.might_fit
+    return _Round(explaining, decision, explained, proxy, unsolved, complete)
 
 
 def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> Plan:
@@ -41,30 +90,33 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
         SolveError: no plan could be found.
     """
     t0 = time.monotonic()
+    deadline = t0 + config.time_budget
     built = build_workloads(snapshot, config)
-    pruned = prune_candidates(snapshot, built.workloads, policy)
-    compiled = compile_facts(snapshot, pruned.kept, config)
-    facts = render_facts(compiled.facts)
+    selection = select_candidates(snapshot, built.workloads, policy)
+    units = resource_units(snapshot, selection.fixed + selection.ranked)
     t1 = time.monotonic()
-    decision = decide(facts, policy, budget=config.time_budget)
-    t2 = time.monotonic()
-    proxy = {**pruned.stand_in, **pruned.explained_by(decision.assignments)}
-    for key, target in proxy.items():  # a pruned one's stand-in may share another's explanation
-        proxy[key] = proxy.get(target, target)
-    explained_facts = render_facts(compiled.without(set(proxy))) if proxy else facts
-    explanation = explain(explained_facts, policy, decision, budget=config.time_budget)
-    t3 = time.monotonic()
 
-    entries, actions = _assemble(snapshot, built.workloads, compiled, decision, explanation, config, proxy)
+    cut, rounds = selection.prefix(), 0
+    while True:
+        rounds += 1
+        done = _round(snapshot, selection, units, cut, policy, deadline)
+        if done.complete or cut == len(selection.ranked) or time.monotonic() >= deadline:
+            break
+        cut = min(len(selection.ranked), max(cut * 4, selection.prefix(4 ** rounds * 2)))
+    t2 = time.monotonic()
+
+    entries, actions = _assemble(snapshot, built.workloads, done, config)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"reason": a.reason.to_dict()}) for a in built.actions]
-    stats = decision.stats
+    stats = done.decision.stats
     solver = SolverInfo(
         compile_seconds=t1 - t0, ground_seconds=stats.ground_seconds, solve_seconds=stats.solve_seconds,
-        explain_seconds=t3 - t2, total_seconds=time.monotonic() - t0, optimal=stats.optimal,
+        explain_seconds=t2 - t1 - stats.ground_seconds - stats.solve_seconds,
+        total_seconds=time.monotonic() - t0,
+        optimal=stats.optimal and (done.complete or cut == len(selection.ranked)),
         budget_seconds=config.time_budget, budget_exhausted=stats.budget_exhausted,
-        candidates=len(decision.ranked), pruned=len(pruned.stand_in), choices=stats.choices,
-        conflicts=stats.conflicts,
+        candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
+        rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
     return Plan(tuple(entries), tuple(actions), solver, snapshot.digest(), policy.digest(),
                 snapshot.notices + built.notices)
@@ -88,16 +140,17 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
     return out
 
 
-def _state(reasons: list[Reason]) -> str:
+def _state(reasons: tuple[Reason, ...]) -> str:
     return "inadmissible" if any(r.code in INADMISSIBLE_CODES for r in reasons) else "pending"
 
 
-def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], compiled: Compiled, decision: Decision,
-              explanation: Explanation, config: Config, proxy: Mapping[str, str]) -> tuple[list[WorkloadEntry], list[Action]]:
-    """Plan entries and actions. A workload in ``proxy`` shares the explanation of the one it
-    maps to (same shape, same decision); reasons that depend on its own rank are its own."""
+def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round, config: Config) -> tuple[list[WorkloadEntry], list[Action]]:
+    """Plan entries and actions. A workload in ``done.proxy`` shares the explanation of the one
+    it maps to (same shape, same decision); reasons that depend on its own rank are its own."""
+    decision, explanation, proxy = done.decision, done.explanation, done.proxy
     rank = {w: i for i, w in enumerate(decision.ranked)}
-    ahead = _AdmittedAhead(decision, explanation, rank, {w.key: w for w in workloads})
+    by_key = {w.key: w for w in workloads}
+    shared: dict[str, tuple[str, tuple[Reason, ...]]] = {}  # explained workload -> (state, reasons)
     entries: dict[str, WorkloadEntry] = {}
     actions: list[Action] = []
     for w in workloads:
@@ -108,15 +161,13 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], compiled: Com
                     rank=rank[w.key] + 1 if w.key in rank else None)
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
-            continue
-        if w.admission is not None:
+        elif w.admission is not None:
             admission = tuple(PodSetAssignment(a.name, a.count if a.count >= 0 else w.admitted_count(a.name), a.flavors)
                               for a in w.admission.pod_sets)
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=admission, reasons=(
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),))
             actions += _ungate_actions(snapshot, w, admission)
-            continue
-        if w.key in decision.assignments:
+        elif w.key in decision.assignments:
             chosen = decision.assignments[w.key]
             admission = tuple(PodSetAssignment(ps.name, ps.count, {r: f for (p, r), f in sorted(chosen.items()) if p == ps.name})
                               for ps in w.pod_sets)
@@ -125,40 +176,63 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], compiled: Com
                                            reasons=(make_reason("Admitted", clusterQueue=cq, flavors=flavors),))
             actions.append(Action("admit", w.key, w.key, {"clusterQueue": cq, "podSets": [a.to_dict() for a in admission]}))
             actions += _ungate_actions(snapshot, w, admission)
-            continue
-        reasons = list(w.held) + decode_reasons(explanation.reasons.get(w.key, ()), compiled)
-        if w.key in decision.unevaluated:
-            reasons.append(make_reason("BudgetExhausted", budgetSeconds=config.time_budget))
-        if not reasons and w.key in rank:
-            reasons.append(make_reason("NoCombinedFit"))
-        entries[w.key] = WorkloadEntry(**base, state=_state(reasons), reasons=tuple(reasons))
+        else:
+            reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), done.compiled))
+            if w.key in decision.unevaluated:
+                reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
+            if not reasons and w.key in explanation.might_fit:
+                reasons += (make_reason("NoCombinedFit"),)
+            shared[w.key] = (_state(reasons), reasons)
+    ahead = _AdmittedAhead(decision, explanation, rank, by_key)
+    fifo = _FifoHeads(decision, explanation, proxy, done.unsolved)
     for w in workloads:
-        if w.key in proxy:
-            entries[w.key] = replace(entries[proxy[w.key]], name=w.key,
-                                     rank=rank[w.key] + 1 if w.key in rank else None)
-    for key, entry in entries.items():  # reasons that depend on the workload's own rank
+        if w.key in entries:
+            continue
+        explainer = proxy.get(w.key, w.key)
+        state, reasons = shared[explainer]
         extra = []
-        head = decision.fifo_blocked.get(key)
-        if head is None and key not in rank and proxy.get(key) in decision.fifo_head_of:
-            head = decision.fifo_blocked.get(proxy[key], proxy[key])
-        elif head is None and key not in rank and proxy.get(key) in decision.fifo_blocked:
-            head = decision.fifo_blocked[proxy[key]]
+        head = fifo.head(w.key, explainer)
         if head is not None:
             extra.append(make_reason("StrictFIFOBlocked", head=head))
-        if entry.state == "pending":
-            behind = ahead.before(key, entry, proxy.get(key))
+        if state == "pending":
+            behind = ahead.before(w.key, explainer, reasons)
             if behind:
                 extra.append(make_reason("WaitsBehind", workloads=behind))
-        if extra:
-            entries[key] = replace(entry, reasons=entry.reasons + tuple(extra))
+        entries[w.key] = WorkloadEntry(
+            name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
+            origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, state=state,
+            reasons=reasons + tuple(extra))
     return [entries[w.key] for w in workloads], actions
+
+
+class _FifoHeads:
+    """For StrictFIFO queues: the left-out workload that blocks the ones ranked after it."""
+
+    def __init__(self, decision: Decision, explanation: Explanation, proxy: Mapping[str, str],
+                 unsolved: tuple[str, ...]) -> None:
+        self.decision = decision
+        self.groups = explanation.fifo_groups
+        self.proxy = proxy
+        self.head_of_group = {group: head for head, group in decision.fifo_head_of.items()}
+        for key in unsolved:  # no solved member left out: the first unsolved one is the head
+            group = self.groups.get(proxy.get(key, key))
+            if group is not None:
+                self.head_of_group.setdefault(group, key)
+
+    def head(self, key: str, explainer: str) -> str | None:
+        if key in self.decision.fifo_blocked:
+            return self.decision.fifo_blocked[key]
+        if key in self.decision.ranked:
+            return None
+        head = self.head_of_group.get(self.groups.get(explainer, ""))
+        return None if head == key else head
 
 
 class _AdmittedAhead:
     """Workloads admitted this cycle, by quota tree and rank, to name who a workload waits behind.
 
-    Solved workloads compare by the solver's rank; a pruned one (only ever with the built-in
-    ordering) by that ordering's key: priority, creation time, name.
+    Solved workloads compare by the solver's rank; others (only ever left out of the solve
+    under the built-in ordering) by that ordering's key: priority, creation time, name.
     """
 
     def __init__(self, decision: Decision, explanation: Explanation, rank: Mapping[str, int],
@@ -178,12 +252,12 @@ class _AdmittedAhead:
         w = self.workloads[key]
         return (-w.priority, w.created, w.key)
 
-    def before(self, key: str, entry: WorkloadEntry, proxy: str | None) -> list[str]:
+    def before(self, key: str, explainer: str, reasons: tuple[Reason, ...]) -> list[str]:
         """Up to three admitted workloads ranked just before ``key`` that use quota it lacks."""
-        short = {(r.details["flavor"], r.details["resource"]) for r in entry.reasons if r.code == "InsufficientQuota"}
+        short = {(r.details["flavor"], r.details["resource"]) for r in reasons if r.code == "InsufficientQuota"}
         if not short:
             return []
-        admitted = self.by_tree.get(self.tree_of.get(proxy or key), ())
+        admitted = self.by_tree.get(self.tree_of.get(explainer), ())
         if key in self.rank:
             ahead = (w for r, w, used in admitted if r < self.rank[key] and used & short)
         else:

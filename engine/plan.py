@@ -81,6 +81,7 @@ class SolverInfo:
     budget_exhausted: bool
     candidates: int
     pruned: int
+    rounds: int
     choices: int
     conflicts: int
 
@@ -90,7 +91,7 @@ class SolverInfo:
                 "solveSeconds": r(self.solve_seconds), "explainSeconds": r(self.explain_seconds),
                 "totalSeconds": r(self.total_seconds), "optimal": self.optimal,
                 "budgetSeconds": self.budget_seconds, "budgetExhausted": self.budget_exhausted,
-                "candidates": self.candidates, "pruned": self.pruned, "choices": self.choices, "conflicts": self.conflicts}
+                "candidates": self.candidates, "pruned": self.pruned, "rounds": self.rounds, "choices": self.choices, "conflicts": self.conflicts}
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ __all__ = [
 # =================================================================================================
 # check
 # =================================================================================================
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Diagnostic:
     """One finding of ``clueue policy check``; ``file`` is empty for the policy as a whole."""
 

@@ -1,61 +1,98 @@
-"""Leaving out of the solve the candidates that provably cannot be admitted.
+"""Which candidates the solver sees: leaving out those that provably cannot be admitted.
 
-Two pending workloads of the same *shape* (identical in every fact the compiler emits, except
-their name and creation time) are interchangeable to the built-in rules. Under the built-in
-ordering, a later one of a shape is considered only after every earlier one, and if an earlier
-one does not fit, a later one cannot fit either, with at least as much admitted before it. So
-the admitted members of a shape are a prefix of its members in rank order, and no prefix can be
-longer than the shape's *bound*: how many of it the whole quota tree of its ClusterQueue could
-hold, counting every nominal quota in the tree. Only the first ``bound + 1`` members of each
-shape are solved; the extra one is never admitted and stands for the rest in the explanation.
+Two facts make most of a large backlog irrelevant to a cycle, under the built-in ordering,
+capacity and quota rule groups:
 
-This relies on the built-in ``ordering.lp``, ``capacity.lp`` and ``quota.lp``; if a policy
-replaces any of them, nothing is pruned. User rules that only add constraints keep it exact,
-as long as they tell workloads apart by their facts (namespace, queue, priority, requests, ...)
-and not by name.
+*Shapes.* Pending workloads identical in every fact the compiler emits except their name and
+creation time (same queue, namespace, priority, pod sets and requests) are interchangeable. A
+later one of a shape is considered after every earlier one, and if an earlier one did not fit, a
+later one cannot, with at least as much admitted before it. So the admitted members of a shape
+are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
+the whole quota tree of its ClusterQueue could hold. Members beyond ``bound + 1`` are dropped;
+the extra one is never admitted and stands for them in the explanation.
+
+*Prefixes.* The best admitted set in rank order, restricted to the first k candidates, is the
+best admitted set of those k alone: no later candidate changes an earlier decision. The cycle
+solves a prefix large enough to fill every quota tree twice over; if afterwards no remaining
+candidate could fit on its own on top of that decision (the explanation pass computes this from
+the remaining headroom), the decision is the one the whole backlog would give. Otherwise the
+prefix grows and the cycle solves again.
+
+Both rely on the built-in ``ordering.lp``, ``capacity.lp`` and ``quota.lp``; if a policy
+replaces any of them, every candidate is solved. User rules that only add constraints keep this
+exact, as long as they tell workloads apart by their facts and not by their names.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from math import floor
 from typing import Iterable, Mapping
 
+from .objects import ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
 from .workloads import Workload
 
-__all__ = ["Pruned", "prune_candidates", "RULE_GROUPS"]
+__all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
 
-#: The rule groups whose semantics the prune relies on.
+#: The rule groups whose semantics the selection relies on.
 RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp")
+_FILL = 2  # a first prefix asks for twice what each quota tree holds
 
 
 @dataclass(frozen=True)
-class Pruned:
-    kept: tuple[Workload, ...]
-    stand_in: Mapping[str, str]  # pruned workload -> the solved member of its shape standing for it
-    shapes: tuple[tuple[str, ...], ...] = ()  # the solved members of each shape, in rank order
+class Selection:
+    """The workloads of a cycle, split by how the solver treats them.
 
-    def explained_by(self, admitted: Mapping[str, object]) -> dict[str, str]:
-        """Left-out solved members -> the first left-out member of their shape, whose
-        explanation they share (same facts, same decision, so the same reasons)."""
-        proxy: dict[str, str] = {}
-        for members in self.shapes:
-            left_out = [w for w in members if w not in admitted]
-            proxy.update({w: left_out[0] for w in left_out[1:]})
-        return proxy
+    ``fixed`` are always solved (admitted, held, finished, or when selection is off);
+    ``ranked`` are the kept pending shape members in the built-in rank order, solved a prefix
+    at a time; ``stand_in`` maps each dropped member to the kept member that stands for it;
+    ``shape`` maps every shape member, kept or dropped, to its shape.
+    """
+
+    fixed: tuple[Workload, ...]
+    ranked: tuple[Workload, ...] = ()
+    stand_in: Mapping[str, str] = field(default_factory=dict)
+    shape: Mapping[str, int] = field(default_factory=dict)
+    demand: tuple[tuple[str, Mapping[str, Fraction]], ...] = ()  # per ranked member: its tree, its needs
+    capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> total
+
+    def prefix(self, fill: int = _FILL) -> int:
+        """The shortest prefix of ``ranked`` asking ``fill`` times what every tree holds."""
+        if not self.ranked:
+            return 0
+        asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+        left = {tree for tree, _ in self.demand}
+        remaining = defaultdict(int)
+        for tree, _ in self.demand:
+            remaining[tree] += 1
+        for i, (tree, needs) in enumerate(self.demand):
+            remaining[tree] -= 1
+            for r, v in needs.items():
+                asked[tree][r] += v
+            if tree in left and (remaining[tree] == 0 or all(
+                    asked[tree][r] >= fill * total for r, total in self.capacity[tree].items() if total > 0)):
+                left.discard(tree)
+            if not left:
+                return i + 1
+        return len(self.ranked)
 
 
-def _shape(w: Workload) -> tuple[object, ...]:
-    return (w.namespace, w.queue, w.priority, tuple(
+def _rank_key(w: Workload) -> tuple[int, int, str]:
+    """The built-in ordering (ordering.lp): priority, then creation time, then name."""
+    return (-w.priority, w.created, w.key)
+
+
+def _shape(cq: str, w: Workload) -> tuple[object, ...]:
+    return (cq, w.namespace, w.queue, w.priority, tuple(
         (ps.name, ps.count, tuple(sorted(ps.requests.items())), ps.node_labels, ps.tolerations) for ps in w.pod_sets))
 
 
-def _tree_totals(snapshot: Snapshot) -> dict[str, dict[str, Fraction]]:
-    """ClusterQueue -> resource -> nominal quota summed over its whole quota tree and all flavors."""
+def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Fraction]]]:
+    """ClusterQueue -> its quota tree, and tree -> resource -> nominal quota of the whole tree."""
     parent = {c.name: c.parent for c in snapshot.cohorts.values()}
 
     def root(cohort: str) -> str:
@@ -63,56 +100,63 @@ def _tree_totals(snapshot: Snapshot) -> dict[str, dict[str, Fraction]]:
         while parent.get(cohort) and cohort not in seen:
             seen.add(cohort)
             cohort = parent[cohort]  # type: ignore[assignment]
-        return cohort
+        return "cohort/" + cohort
 
     totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-    def add(tree: str, groups: Iterable) -> None:  # type: ignore[type-arg]
+
+    def add(tree: str, groups: Iterable[ResourceGroup]) -> None:
         for g in groups:
             for fq in g.flavors:
                 for r, q in fq.resources.items():
                     totals[tree][r] += q.nominal
+
     for c in snapshot.cohorts.values():
-        add("cohort/" + root(c.name), c.resource_groups)
+        add(root(c.name), c.resource_groups)
     tree_of = {}
     for cq in snapshot.cluster_queues.values():
-        tree_of[cq.name] = "cohort/" + root(cq.cohort) if cq.cohort else "cq/" + cq.name
+        tree_of[cq.name] = root(cq.cohort) if cq.cohort else "cq/" + cq.name
         add(tree_of[cq.name], cq.resource_groups)
-    return {cq: dict(totals[tree]) for cq, tree in tree_of.items()}
+    return tree_of, {tree: dict(res) for tree, res in totals.items()}
 
 
-def _bound(w: Workload, totals: Mapping[str, Fraction]) -> int:
-    bound: int | None = None
-    for r in {r for ps in w.pod_sets for r in ps.requests}:
-        need = sum((ps.requests.get(r, Fraction(0)) * ps.count for ps in w.pod_sets), Fraction(0))
-        if need > 0:
-            fit = floor(totals.get(r, Fraction(0)) / need)
-            bound = fit if bound is None else min(bound, fit)
-    return 0 if bound is None else bound
+def _needs(w: Workload) -> dict[str, Fraction]:
+    needs: dict[str, Fraction] = defaultdict(Fraction)
+    for ps in w.pod_sets:
+        for r, v in ps.requests.items():
+            needs[r] += v * ps.count
+    return dict(needs)
 
 
-def prune_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy) -> Pruned:
-    """Keep every workload except the pending members of a shape beyond its bound + 1."""
+def _bound(needs: Mapping[str, Fraction], totals: Mapping[str, Fraction]) -> int:
+    fits = [floor(totals.get(r, Fraction(0)) / v) for r, v in needs.items() if v > 0]
+    return min(fits, default=0)
+
+
+def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy) -> Selection:
+    """Split the workloads of a cycle; see the module docstring."""
     workloads = tuple(workloads)
     if not all(policy.is_builtin(name) for name in RULE_GROUPS):
-        return Pruned(workloads, {})
+        return Selection(workloads)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
-    totals = _tree_totals(snapshot)
+    tree_of, totals = _trees(snapshot)
+    fixed: list[Workload] = []
     shapes: dict[tuple[object, ...], list[Workload]] = defaultdict(list)
-    kept: list[Workload] = []
     for w in workloads:
         cq = queues.get(f"{w.namespace}/{w.queue}")
-        if w.admission is not None or w.finished or w.held or cq not in totals:
-            kept.append(w)
+        if w.admission is not None or w.finished or w.held or cq not in tree_of:
+            fixed.append(w)
         else:
-            shapes[(cq, *_shape(w))].append(w)
+            shapes[_shape(cq, w)].append(w)
+    kept: list[Workload] = []
     stand_in: dict[str, str] = {}
-    solved: list[tuple[str, ...]] = []
-    for (cq, *_), members in shapes.items():
-        members.sort(key=lambda w: (w.created, w.key))  # the built-in rank order within a shape
-        limit = _bound(members[0], totals[cq]) + 1
+    shape: dict[str, int] = {}
+    for number, (key, members) in enumerate(shapes.items()):
+        members.sort(key=_rank_key)
+        tree = tree_of[str(key[0])]
+        limit = _bound(_needs(members[0]), totals.get(tree, {})) + 1
         kept += members[:limit]
-        solved.append(tuple(w.key for w in members[:limit]))
-        for w in members[limit:]:
-            stand_in[w.key] = members[limit - 1].key
-    kept.sort(key=lambda w: w.key)
-    return Pruned(tuple(kept), stand_in, tuple(solved))
+        shape.update({w.key: number for w in members})
+        stand_in.update({w.key: members[limit - 1].key for w in members[limit:]})
+    kept.sort(key=_rank_key)
+    demand = tuple((tree_of[queues[f"{w.namespace}/{w.queue}"]], _needs(w)) for w in kept)
+    return Selection(tuple(fixed), tuple(kept), stand_in, shape, demand, totals)

@@ -7,6 +7,7 @@ Every reason has a stable ``code`` (part of the plan format), the ``details`` be
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -109,4 +110,11 @@ def make_reason(code: str, **details: Any) -> Reason:
     missing = set(kind.args) - set(details)
     if missing:
         raise ValueError(f"reason {code} lacks {sorted(missing)}")
-    return Reason(code, _templates[code].render(**details), details)
+    key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in details.items())
+    return Reason(code, _render(code, key), details)
+
+
+@functools.lru_cache(maxsize=4096)
+def _render(code: str, details: tuple[tuple[str, Any], ...]) -> str:
+    # Many workloads share a reason word for word (same queue, same shortfall): render it once.
+    return _templates[code].render(**{k: list(v) if isinstance(v, tuple) else v for k, v in details})

@@ -79,6 +79,8 @@ class Explanation:
     reasons: Mapping[str, tuple[Any, ...]]  # workload -> decoded reason terms
     tree_roots: Mapping[str, Any]  # ClusterQueue -> root node of its quota tree
     cluster_queues: Mapping[str, str]  # workload -> its ClusterQueue
+    might_fit: frozenset[str] = frozenset()  # left-out workloads that might fit on their own
+    fifo_groups: Mapping[str, str] = field(default_factory=dict)  # workload -> its StrictFIFO group
 
 
 class _NoExternalCalls:
@@ -282,21 +284,31 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
     found: dict[str, Any] = {}
 
     def on_model(model: clingo.Model) -> None:
-        found["atoms"] = [to_python(s) for s in model.symbols(atoms=True)
-                          if s.name in ("reason", "tree_root", "workload_cq") and len(s.arguments) == 2]
+        found["atoms"] = [s for s in model.symbols(atoms=True) if s.name in _EXPLAINED]
 
     _solve(ctl, time.monotonic() + budget, on_model=on_model)
     reasons: dict[str, list[Any]] = {}
     roots: dict[str, Any] = {}
     queues: dict[str, str] = {}
-    for t in found.get("atoms", []):
-        if t.name == "reason":
-            reasons.setdefault(t.args[0], []).append(t.args[1])
-        elif t.name == "tree_root":
-            roots[t.args[0]] = t.args[1]
+    fits: set[str] = set()
+    fifo: dict[str, str] = {}
+    for s in found.get("atoms", []):
+        first = s.arguments[0].string
+        if s.name == "reason":
+            reasons.setdefault(first, []).append(to_python(s.arguments[1]))
+        elif s.name == "tree_root":
+            roots[first] = to_python(s.arguments[1])
+        elif s.name == "workload_cq":
+            queues[first] = s.arguments[1].string
+        elif s.name == "might_fit":
+            fits.add(first)
         else:
-            queues[t.args[0]] = t.args[1]
-    return Explanation({w: tuple(sorted(r, key=str)) for w, r in reasons.items()}, roots, queues)
+            fifo[first] = str(s.arguments[1])
+    return Explanation({w: tuple(sorted(r, key=str)) for w, r in reasons.items()}, roots, queues,
+                       frozenset(fits), fifo)
+
+
+_EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group"}
 
 
 # =================================================================================================
@@ -309,7 +321,9 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
 
 import clingo.ast as _ast  # noqa: E402 - kept with the section that needs it
 
-from .policy import PARTS, PolicyFile  # noqa: E402
+from .policy import ENGINE_PREDICATES, PARTS, PolicyFile  # noqa: E402
+
+__all__ += ["AtomUse", "PartHeader", "FileOutline", "PolicyOutline", "outline_policy", "probe_grounding"]
 
 
 @dataclass(frozen=True)
@@ -374,13 +388,15 @@ def _relocate(node: Any, path: str) -> Any:
     return node.update(**changes) if changes else node
 
 
-def _statements(f: PolicyFile, messages: _Messages) -> list[Any] | None:
-    """The statements of ``f`` with real locations, or ``None`` if it does not parse."""
+def _statements(f: PolicyFile, messages: list[tuple[str, str]]) -> list[Any] | None:
+    """The statements of ``f`` with real locations, or ``None`` if it does not parse.
+
+    Parse errors are appended to ``messages`` as ``(MessageCode name, text)``.
+    """
     out: list[Any] = []
     try:
         _ast.parse_string(f.text, lambda s: out.append(_relocate(s, f.path)),
-                          logger=lambda code, text: messages.items.append(
-                              f"{code.name}\0{text.replace('<string>', f.path)}"),
+                          logger=lambda code, text: messages.append((code.name, text.replace("<string>", f.path))),
                           message_limit=50)
     except RuntimeError:
         return None
@@ -460,11 +476,10 @@ def outline_policy(policy: Policy) -> PolicyOutline:
     files: list[FileOutline] = []
     parsed: list[Any] = []
     for f in policy.files:
-        messages = _Messages()
-        statements = _statements(f, messages)
+        errors: list[tuple[str, str]] = []
+        statements = _statements(f, errors)
         if statements is None:
-            files.append(FileOutline(f.path, False, messages=tuple(
-                tuple(m.split("\0", 1)) for m in messages.items)))  # type: ignore[misc]
+            files.append(FileOutline(f.path, False, messages=tuple(errors)))
             continue
         files.append(_outline(f, statements))
         parsed.extend(s for s in statements if s.ast_type != _ast.ASTType.Comment)
@@ -477,7 +492,7 @@ def outline_policy(policy: Policy) -> PolicyOutline:
         seen.setdefault(text, code.name)
 
     given = "".join(f"#defined {name}/{len(e.predicate.args)}.\n"
-                    for name, e in _engine_predicates().items() if e.given)
+                    for name, e in ENGINE_PREDICATES.items() if e.given)
     for part, extra in (("decide", ""), ("explain", given)):
         ctl = clingo.Control(["--seed=0"], logger=logger, message_limit=200)
         ctl.add("base", [], defined_directives() + extra)
@@ -489,11 +504,6 @@ def outline_policy(policy: Policy) -> PolicyOutline:
         except RuntimeError:
             pass  # the messages say why
     return PolicyOutline(tuple(files), tuple((code, text) for text, code in seen.items()), True)
-
-
-def _engine_predicates() -> Mapping[str, Any]:
-    from .policy import ENGINE_PREDICATES
-    return ENGINE_PREDICATES
 
 
 def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], None]) -> None:
@@ -516,7 +526,7 @@ def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], Non
     _ground(ctl, [("base", []), ("decide", [])], messages)
     step = 0
     for f in policy.user_files:
-        statements = _statements(f, messages) or []
+        statements = _statements(f, []) or []  # the cycle itself reported any parse error
         part = "base"
         for s in statements:
             if s.ast_type == _ast.ASTType.Program:

@@ -38,6 +38,9 @@ def test_higher_priority_first_then_older_first():
     plan = run(one_queue(2), pcs, pod("old-low", cpu=2, minute=0, priority_class="low"),
                pod("new-high", cpu=2, minute=9, priority_class="high"), pod("mid", cpu=2, minute=5, priority_class="low"))
     assert states(plan)["default/pod-new-high"] == "admitted"
+    assert reason(plan, "default/pod-old-low", "WaitsBehind").details["workloads"] == ["default/pod-new-high"]
+    plan = run(one_queue(6), pcs, pod("old-low", cpu=2, minute=0, priority_class="low"),
+               pod("new-high", cpu=2, minute=9, priority_class="high"), pod("mid", cpu=2, minute=5, priority_class="low"))
     assert [plan.workload(f"default/pod-{n}").rank for n in ("new-high", "old-low", "mid")] == [1, 2, 3]
 
 

@@ -39,3 +39,18 @@ def test_pruned_plan_equals_unpruned_plan(seed, tmp_path):
     pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
     assert pruned.solver.pruned > 0 and unpruned.solver.pruned == 0
     assert comparable(pruned) == comparable(unpruned)
+
+
+def test_a_prefix_that_leaves_room_is_solved_again(tmp_path):
+    # Big high-priority workloads (each its own shape) make the first prefix: 9 + 8 + 7 CPU ask
+    # twice the quota of 10. Only the 9 fits, leaving 1 CPU free; a small low-priority workload
+    # ranked after all of them fits there, so a second round must admit it.
+    objs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 10}}), local_queue("cq"),
+            [workload(f"big{cpu}", cpu=cpu, priority=10, minute=10 - cpu) for cpu in (9, 8, 7, 6, 5)],
+            [workload(f"small{i}", cpu=1, priority=1, minute=i) for i in range(3)]]
+    same_ordering = tmp_path / "ordering.lp"
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    assert pruned.solver.rounds > 1
+    assert comparable(pruned) == comparable(unpruned)
+    assert [w.name for w in pruned.workloads if w.state == "admitted"] == ["default/big9", "default/small0"]
