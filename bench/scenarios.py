@@ -268,45 +268,47 @@ def _arrivals(rng: random.Random, n: int, span_ms: int) -> list[int]:
 
 
 def flavors(seed: int = 0, scale: float = 1.0) -> Scenario:
-    """4 cohorts x 4 CQs; flavors small (8 CPU), medium (16), large (32) per CQ, in that order."""
+    """8 cohorts x 4 CQs; flavors small (8 CPU), medium (16), large (32) per CQ, in that order.
+
+    About 1.7x as much demand as quota, in chunky sizes with varied memory per CPU.
+    """
     rng = random.Random(seed)
-    sizes = ((1, 2), (2, 4), (3, 6), (4, 8), (6, 12), (8, 16), (12, 24), (16, 32), (24, 48))
-    weights = (6, 6, 5, 5, 4, 4, 3, 2, 1)
+    sizes, weights = (2, 3, 4, 6, 8, 12, 16, 24), (2, 3, 4, 4, 4, 3, 2, 1)
     quotas = (("small", 8, 32), ("medium", 16, 64), ("large", 32, 128))
     config: list[Obj] = [_flavor(f) for f, _, _ in quotas]
     workloads: list[Obj] = []
-    cohort_names = [f"cohort-{c}" for c in range(4)]
+    cohort_names = [f"cohort-{c}" for c in range(8)]
     for c, cohort in enumerate(cohort_names):
         for q in range(4):
             cq, ns = f"cq-{c}-{q}", f"ns-{c}-{q}"
             config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
                 cq, cohort, [(f, [_quota("cpu", cpu, cpu), _quota("memory", f"{mem}Gi", f"{mem}Gi")])
                              for f, cpu, mem in quotas], covered=("cpu", "memory"))]
-            n = _scaled(120, scale)
-            for i, t in enumerate(_arrivals(rng, n, 60_000)):
-                cpu, mem = rng.choices(sizes, weights)[0]
+            for i, t in enumerate(_arrivals(rng, _scaled(12, scale), 60_000)):
+                cpu = rng.choices(sizes, weights)[0]
+                mem = cpu * rng.choice((2, 4, 6))
                 workloads.append(workload_object(
                     ns, f"wl-{i:04d}", cls=f"cpu{cpu}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
-                    runtime_ms=rng.randrange(500, 5_000, 100), pod_sets=[("main", 1, {"cpu": cpu, "memory": f"{mem}Gi"})]))
-    return Scenario("flavors", seed, "3 flavors of different sizes per CQ, workloads of 1-24 CPU",
+                    runtime_ms=rng.randrange(2_000, 20_000, 100),
+                    pod_sets=[("main", 1, {"cpu": cpu, "memory": f"{mem}Gi"})]))
+    return Scenario("flavors", seed, "3 flavors of 8/16/32 CPU per CQ, workloads of 2-24 CPU",
                     _ordered(config), tuple(workloads), scale, {"cohorts": tuple(cohort_names)})
 
 
 def gangs(seed: int = 0, scale: float = 1.0) -> Scenario:
-    """3 cohorts x 4 CQs; multi-pod-set workloads over an on-demand and a spot flavor."""
+    """6 cohorts x 4 CQs; workloads of 1-3 pod sets over an on-demand and a spot flavor."""
     rng = random.Random(seed)
     quotas = (("on-demand", 24, 96), ("spot", 40, 160))
     config: list[Obj] = [_flavor(f) for f, _, _ in quotas]
     workloads: list[Obj] = []
-    cohort_names = [f"cohort-{c}" for c in range(3)]
+    cohort_names = [f"cohort-{c}" for c in range(6)]
     for c, cohort in enumerate(cohort_names):
         for q in range(4):
             cq, ns = f"cq-{c}-{q}", f"ns-{c}-{q}"
             config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
                 cq, cohort, [(f, [_quota("cpu", cpu, cpu), _quota("memory", f"{mem}Gi", f"{mem}Gi")])
                              for f, cpu, mem in quotas], covered=("cpu", "memory"))]
-            n = _scaled(80, scale)
-            for i, t in enumerate(_arrivals(rng, n, 60_000)):
+            for i, t in enumerate(_arrivals(rng, _scaled(10, scale), 60_000)):
                 shape = rng.choice(("single", "pair", "triple"))
                 pod_sets: list[tuple[str, int, Mapping[str, int | str]]] = []
                 if shape != "single":
@@ -317,30 +319,29 @@ def gangs(seed: int = 0, scale: float = 1.0) -> Scenario:
                     pod_sets.append(("evaluator", rng.choice((1, 2)), {"cpu": 2, "memory": "8Gi"}))
                 workloads.append(workload_object(
                     ns, f"gang-{i:04d}", cls=f"gang-{shape}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
-                    runtime_ms=rng.randrange(1_000, 8_000, 100), pod_sets=pod_sets))
-    return Scenario("gangs", seed, "pod groups of 1-3 pod sets over on-demand and spot flavors",
+                    runtime_ms=rng.randrange(2_000, 20_000, 100), pod_sets=pod_sets))
+    return Scenario("gangs", seed, "pod groups of 1-3 pod sets over on-demand (24 CPU) and spot (40 CPU)",
                     _ordered(config), tuple(workloads), scale, {"cohorts": tuple(cohort_names)})
 
 
 def fragmentation(seed: int = 0, scale: float = 1.0) -> Scenario:
-    """A hierarchical cohort (org -> 2 departments -> 3 CQs each) with lending limits; sizes 3/5/7/11."""
+    """A hierarchical cohort (org -> 4 departments -> 4 CQs each) with lending limits; sizes 3/5/7/11."""
     rng = random.Random(seed)
     config: list[Obj] = [_flavor("a"), _flavor("b"), _cohort("org", None)]
     workloads: list[Obj] = []
-    departments = ["dept-0", "dept-1"]
+    departments = [f"dept-{d}" for d in range(4)]
     for d, dept in enumerate(departments):
         config.append(_cohort(dept, "org"))
-        for q in range(3):
+        for q in range(4):
             cq, ns = f"cq-{d}-{q}", f"ns-{d}-{q}"
             config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
                 cq, dept, [("a", [_quota("cpu", 10, 20, 6)]), ("b", [_quota("cpu", 13, 26, 8)])],
-                strategy="StrictFIFO" if (d, q) == (1, 2) else "BestEffortFIFO")]
-            n = _scaled(100, scale)
-            for i, t in enumerate(_arrivals(rng, n, 30_000)):
+                strategy="StrictFIFO" if q == 3 else "BestEffortFIFO")]
+            for i, t in enumerate(_arrivals(rng, _scaled(8, scale), 30_000)):
                 cpu = rng.choice((3, 5, 7, 11))
                 workloads.append(workload_object(
                     ns, f"frag-{i:04d}", cls=f"cpu{cpu}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
-                    runtime_ms=rng.randrange(500, 4_000, 100), pod_sets=[("main", 1, {"cpu": cpu})]))
+                    runtime_ms=rng.randrange(2_000, 15_000, 100), pod_sets=[("main", 1, {"cpu": cpu})]))
     return Scenario("fragmentation", seed, "sizes 3/5/7/11 CPU against flavors of 10 and 13, hierarchical cohorts",
                     _ordered(config), tuple(workloads), scale, {"cohorts": ("org", *departments)})
 

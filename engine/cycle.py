@@ -17,7 +17,8 @@ from .compiler import Compiled, compile_facts, resource_units
 from .config import Config
 from .explain import decode_reasons
 from .facts import render_facts
-from .plan import Action, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
+from .plan import Action, Plan, PodSetAssignment, PodSetRequest, SolverInfo, WorkloadEntry
+from .quantity import format_quantity
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
@@ -107,7 +108,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
 
     entries, actions = _assemble(snapshot, built.workloads, done, config)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
-                       {"reason": a.reason.to_dict()}) for a in built.actions]
+                       {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = done.decision.stats
     solver = SolverInfo(
         compile_seconds=t1 - t0, ground_seconds=stats.ground_seconds, solve_seconds=stats.solve_seconds,
@@ -136,8 +137,13 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
         selector = _node_selector(snapshot, a.flavors)
         for pod in w.pods.get(a.name, ()):
             if ADMISSION_GATE in pod.scheduling_gates and pod.phase not in ("Succeeded", "Failed"):
-                out.append(Action("ungate", f"{pod.namespace}/{pod.name}", w.key, {"nodeSelector": selector}))
+                out.append(Action("ungate", f"{pod.namespace}/{pod.name}", w.key, {"uid": pod.uid, "nodeSelector": selector}))
     return out
+
+
+def _pod_sets(w: Workload) -> tuple[PodSetRequest, ...]:
+    return tuple(PodSetRequest(ps.name, ps.count, {r: format_quantity(v) for r, v in ps.requests.items()})
+                 for ps in w.pod_sets)
 
 
 def _state(reasons: tuple[Reason, ...]) -> str:
@@ -158,7 +164,7 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             continue
         cq = explanation.cluster_queues.get(w.key)
         base = dict(name=w.key, queue=w.queue, cluster_queue=cq, priority=w.priority, origin=w.origin,
-                    rank=rank[w.key] + 1 if w.key in rank else None)
+                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w))
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
         elif w.admission is not None:
@@ -200,8 +206,8 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
                 extra.append(make_reason("WaitsBehind", workloads=behind))
         entries[w.key] = WorkloadEntry(
             name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
-            origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, state=state,
-            reasons=reasons + tuple(extra))
+            origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w),
+            state=state, reasons=reasons + tuple(extra))
     return [entries[w.key] for w in workloads], actions
 
 

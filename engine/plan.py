@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from .reasons import Reason
 
-__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "WorkloadEntry", "Action", "SolverInfo", "Plan", "STATES"]
+__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Action", "SolverInfo", "Plan", "STATES"]
 
 PLAN_API_VERSION = "clueue.dev/v1"
 STATES = ("admitted", "pending", "inadmissible", "finished")
@@ -28,6 +28,18 @@ class PodSetAssignment:
 
 
 @dataclass(frozen=True)
+class PodSetRequest:
+    """A pod set as queued: ``count`` pods, each requesting ``requests`` (quantities)."""
+
+    name: str
+    count: int
+    requests: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "count": self.count, "requests": dict(sorted(self.requests.items()))}
+
+
+@dataclass(frozen=True)
 class WorkloadEntry:
     """The decision for one workload and the reasons behind it."""
 
@@ -38,6 +50,7 @@ class WorkloadEntry:
     state: str  # one of STATES
     origin: str
     rank: int | None = None  # 1-based position among this cycle's candidates
+    pod_sets: tuple[PodSetRequest, ...] = ()
     admission: tuple[PodSetAssignment, ...] = ()
     reasons: tuple[Reason, ...] = ()
 
@@ -46,6 +59,7 @@ class WorkloadEntry:
                                "priority": self.priority, "state": self.state, "origin": self.origin}
         if self.rank is not None:
             out["rank"] = self.rank
+        out["podSets"] = [p.to_dict() for p in self.pod_sets]
         if self.admission:
             out["admission"] = {"clusterQueue": self.cluster_queue, "podSets": [a.to_dict() for a in self.admission]}
         out["reasons"] = [r.to_dict() for r in self.reasons]

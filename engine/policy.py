@@ -207,4 +207,10 @@ ENGINE_PREDICATES: dict[str, EnginePredicate] = {e.predicate.name: e for e in (
        'workload_cq("team-a/pod-etl","team-a").', part="explain"),
     _e("tree_root(Q,T)", "str node", "ClusterQueue Q belongs to the quota tree whose root is T (capacity.lp).",
        'tree_root("team-a",cohort("eng")).', part="explain"),
+    _e("draw(M,F,R,K)", "node str str int", "The decision: guarded node M draws bit K (2**K) from its parent's "
+       "pool (quota.lp, shown). Given as a fact to the explain part.",
+       'draw(cq("team-b"),"on-demand","cpu",2).', part="decide", given="explain", required=False),
+    _e("might_fit(W)", "str", "Left-out W might fit on its own on top of the decision; the engine uses it to "
+       "know that candidates it did not solve could not have been admitted (explain.lp).",
+       'might_fit("team-a/pod-small").', part="explain", required=False),
 )}

@@ -344,8 +344,16 @@ def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
     return tuple(groups)
 
 
+def _fungibility(f: Fields, key: str, stop: str, default: str | None = None) -> str:
+    value = f.string(f"spec.flavorFungibility.{key}") or default or stop
+    if value == "MayStopSearch":
+        return stop
+    if value not in (stop, "TryNextFlavor"):
+        raise f.fail(f"spec.flavorFungibility.{key}", f"expected {stop}, MayStopSearch or TryNextFlavor, got {value!r}")
+    return value
+
+
 def _cluster_queue(f: Fields) -> ClusterQueue:
-    fungibility = f.mapping("spec.flavorFungibility")
     strategy = f.string("spec.queueingStrategy", "BestEffortFIFO")
     if strategy not in ("BestEffortFIFO", "StrictFIFO"):
         raise f.fail("spec.queueingStrategy", f"expected BestEffortFIFO or StrictFIFO, got {strategy!r}")
@@ -356,8 +364,9 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         # Kueue: a nil namespaceSelector selects no namespace, an empty one selects all.
         namespace_selector=parse_selector(f, "spec.namespaceSelector"),
         queueing_strategy=strategy or "BestEffortFIFO",
-        when_can_borrow=str(fungibility.get("whenCanBorrow") or "Borrow"),
-        when_can_preempt=str(fungibility.get("whenCanPreempt") or "TryNextFlavor"),
+        # Newer Kueue versions call Borrow and Preempt "MayStopSearch"; both load the same.
+        when_can_borrow=_fungibility(f, "whenCanBorrow", "Borrow"),
+        when_can_preempt=_fungibility(f, "whenCanPreempt", "Preempt", default="TryNextFlavor"),
         stopped=f.string("spec.stopPolicy", "None") not in ("None", None),
     )
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -55,7 +55,7 @@ def kube(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     capture = config.pluginmanager.get_plugin("capturemanager")
 
     def progress(message: str) -> None:
-        # Output capture would hide a 10-30 minute build; write around it, to the terminal.
+        # Output capture would hide a build of several minutes; write around it, to the terminal.
         if capture is not None:
             with capture.global_and_fixture_disabled():
                 _say(reporter, message)

@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -42,585 +44,19 @@ KINDS: dict[str, tuple[str, str, bool, tuple[str, ...]]] = {
     "PodGroup": (SCHEDULING, "podgroups", True, ("v1alpha1",)),
 }
 
-# ---------------------------------------------------------------------------------------------
-# Manifests as users write them.  Namespaced objects carry no namespace (as with `kubectl -n`).
-# Cluster-scoped names are prefixed per version so both sets coexist in one cluster.
-# ---------------------------------------------------------------------------------------------
-
-V1BETA1_MANIFESTS = """
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata:
-  name: b1-on-demand
-spec:
-  nodeLabels:
-    cloud.example.com/capacity: on-demand
-    node.kubernetes.io/instance-type: n2-standard-32
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata:
-  name: b1-spot
-spec:
-  nodeLabels:
-    cloud.example.com/capacity: spot
-  nodeTaints:
-  - key: cloud.example.com/spot
-    value: "true"
-    effect: NoSchedule
-  tolerations:
-  - key: cloud.example.com/spot
-    operator: Equal
-    value: "true"
-    effect: NoSchedule
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata:
-  name: b1-a100
-spec:
-  nodeLabels:
-    cloud.example.com/accelerator: nvidia-a100
-  nodeTaints:
-  - key: nvidia.com/gpu
-    effect: NoExecute
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Cohort
-metadata:
-  name: b1-org
-spec:
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: b1-on-demand
-      resources:
-      - name: cpu
-        nominalQuota: 100
-      - name: memory
-        nominalQuota: 400Gi
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Cohort
-metadata:
-  name: b1-research
-spec:
-  parent: b1-org
-  fairSharing:
-    weight: "2"
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: b1-on-demand
-      resources:
-      - name: cpu
-        nominalQuota: 10
-        borrowingLimit: 20
-        lendingLimit: 5
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata:
-  name: b1-interactive
-value: 1000
-description: Jobs somebody is waiting for at a terminal.
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: MultiKueueCluster
-metadata:
-  name: b1-worker-eu
-spec:
-  kubeConfig:
-    location: worker-eu-kubeconfig
-    locationType: Secret
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: MultiKueueConfig
-metadata:
-  name: b1-workers
-spec:
-  clusters: [b1-worker-eu]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: AdmissionCheck
-metadata:
-  name: b1-dispatch
-spec:
-  controllerName: kueue.x-k8s.io/multikueue
-  parameters:
-    apiGroup: kueue.x-k8s.io
-    kind: MultiKueueConfig
-    name: b1-workers
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: b1-team-a
-spec:
-  cohort: b1-research
-  queueingStrategy: StrictFIFO
-  namespaceSelector:
-    matchLabels:
-      team: a
-    matchExpressions:
-    - key: kubernetes.io/metadata.name
-      operator: NotIn
-      values: [kube-system]
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: b1-on-demand
-      resources:
-      - name: cpu
-        nominalQuota: 20
-        borrowingLimit: 10
-        lendingLimit: 5
-      - name: memory
-        nominalQuota: 64Gi
-        borrowingLimit: 32Gi
-    - name: b1-spot
-      resources:
-      - name: cpu
-        nominalQuota: "40"
-      - name: memory
-        nominalQuota: 128Gi
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: b1-a100
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
-        borrowingLimit: 0
-  flavorFungibility:
-    whenCanBorrow: Borrow
-    whenCanPreempt: TryNextFlavor
-  preemption:
-    reclaimWithinCohort: Any
-    borrowWithinCohort:
-      policy: LowerPriority
-      maxPriorityThreshold: 100
-    withinClusterQueue: LowerPriority
-  admissionChecks: [b1-dispatch]
-  stopPolicy: None
-  fairSharing:
-    weight: 1500m
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata:
-  name: team-a
-spec:
-  clusterQueue: b1-team-a
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Workload
-metadata:
-  name: train-resnet
-  labels:
-    kueue.x-k8s.io/queue-name: team-a
-spec:
-  queueName: team-a
-  priorityClassName: b1-interactive
-  priorityClassSource: kueue.x-k8s.io/workloadpriorityclass
-  priority: 1000
-  podSets:
-  - name: driver
-    count: 1
-    template:
-      metadata:
-        labels:
-          role: driver
-      spec:
-        restartPolicy: Never
-        containers:
-        - name: driver
-          image: registry.example.com/trainer:1.4
-          args: [--epochs, "90"]
-          resources:
-            requests:
-              cpu: "1"
-              memory: 2Gi
-  - name: workers
-    count: 4
-    minCount: 2
-    template:
-      metadata:
-        labels:
-          role: worker
-      spec:
-        restartPolicy: Never
-        nodeSelector:
-          cloud.example.com/accelerator: nvidia-a100
-        tolerations:
-        - key: nvidia.com/gpu
-          operator: Exists
-          effect: NoExecute
-        containers:
-        - name: worker
-          image: registry.example.com/trainer:1.4
-          resources:
-            requests:
-              cpu: "4"
-              memory: 16Gi
-              nvidia.com/gpu: "1"
-            limits:
-              nvidia.com/gpu: "1"
-    topologyRequest:
-      preferred: cloud.example.com/rack
-"""
-
-V1BETA1_WORKLOAD_STATUS = """
-conditions:
-- type: QuotaReserved
-  status: "True"
-  reason: QuotaReserved
-  message: Quota reserved in ClusterQueue b1-team-a
-  lastTransitionTime: "2026-01-05T10:00:00Z"
-- type: Admitted
-  status: "True"
-  reason: Admitted
-  message: The workload is admitted
-  lastTransitionTime: "2026-01-05T10:00:01Z"
-admission:
-  clusterQueue: b1-team-a
-  podSetAssignments:
-  - name: driver
-    flavors:
-      cpu: b1-on-demand
-      memory: b1-on-demand
-    resourceUsage:
-      cpu: "1"
-      memory: 2Gi
-    count: 1
-  - name: workers
-    flavors:
-      cpu: b1-spot
-      memory: b1-spot
-      nvidia.com/gpu: b1-a100
-    resourceUsage:
-      cpu: "16"
-      memory: 64Gi
-      nvidia.com/gpu: "4"
-    count: 4
-    topologyAssignment:
-      levels: [kubernetes.io/hostname]
-      domains:
-      - values: [gpu-node-1]
-        count: 2
-      - values: [gpu-node-2]
-        count: 2
-admissionChecks:
-- name: b1-dispatch
-  state: Ready
-  lastTransitionTime: "2026-01-05T10:00:01Z"
-  message: Dispatched to b1-worker-eu
-  podSetUpdates:
-  - name: workers
-    nodeSelector:
-      cloud.example.com/region: eu
-accumulatedPastExexcutionTimeSeconds: 120
-"""
-
-V1BETA2_MANIFESTS = """
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: b2-default
-spec:
-  nodeLabels:
-    cloud.example.com/pool: default
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: b2-spot
-spec:
-  nodeLabels:
-    cloud.example.com/pool: spot
-  nodeTaints:
-  - key: cloud.example.com/spot
-    value: "true"
-    effect: NoSchedule
-  tolerations:
-  - key: cloud.example.com/spot
-    operator: Exists
-    effect: NoSchedule
-  resourceWeights:
-    cpu: "1"
-    memory: 500m
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: b2-h100
-spec:
-  nodeLabels:
-    cloud.example.com/accelerator: nvidia-h100
-    cloud.example.com/block: b1
-  topologyName: datacenter
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Cohort
-metadata:
-  name: b2-org
-spec:
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: b2-default
-      resources:
-      - name: cpu
-        nominalQuota: 64
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Cohort
-metadata:
-  name: b2-ml
-spec:
-  parentName: b2-org
-  fairSharing:
-    weight: "3"
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: b2-default
-      resources:
-      - name: cpu
-        nominalQuota: 16
-        borrowingLimit: 32
-        lendingLimit: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata:
-  name: b2-batch-low
-value: 10
-description: Overnight batch that may be preempted.
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: MultiKueueCluster
-metadata:
-  name: b2-worker-us
-spec:
-  clusterSource:
-    kubeConfig:
-      location: /etc/clueue/workers/us.kubeconfig
-      locationType: Path
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: MultiKueueConfig
-metadata:
-  name: b2-workers
-spec:
-  clusters: [b2-worker-us]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: AdmissionCheck
-metadata:
-  name: b2-dispatch
-spec:
-  controllerName: kueue.x-k8s.io/multikueue
-  parameters:
-    apiGroup: kueue.x-k8s.io
-    kind: MultiKueueConfig
-    name: b2-workers
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: b2-ml-team
-spec:
-  cohortName: b2-ml
-  queueingStrategy: BestEffortFIFO
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: b2-default
-      resources:
-      - name: cpu
-        nominalQuota: 32
-        borrowingLimit: 16
-        lendingLimit: 0
-      - name: memory
-        nominalQuota: 128Gi
-    - name: b2-spot
-      resources:
-      - name: cpu
-        nominalQuota: 64
-      - name: memory
-        nominalQuota: 256Gi
-        lendingLimit: 64Gi
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: b2-h100
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 16
-  flavorFungibility:
-    whenCanBorrow: TryNextFlavor
-    whenCanPreempt: TryNextFlavor
-    preference: BorrowingOverPreemption
-  preemption:
-    reclaimWithinCohort: LowerPriority
-    borrowWithinCohort:
-      policy: Never
-    withinClusterQueue: LowerOrNewerEqualPriority
-  admissionChecksStrategy:
-    admissionChecks:
-    - name: b2-dispatch
-      onFlavors: [b2-h100]
-  fairSharing:
-    weight: "1"
-  admissionScope:
-    admissionMode: UsageBasedAdmissionFairSharing
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  name: ml
-spec:
-  clusterQueue: b2-ml-team
-  stopPolicy: None
-  fairSharing:
-    weight: "2"
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Workload
-metadata:
-  name: finetune-llm
-spec:
-  queueName: ml
-  priorityClassRef:
-    group: kueue.x-k8s.io
-    kind: WorkloadPriorityClass
-    name: b2-batch-low
-  priority: 10
-  active: true
-  maximumExecutionTimeSeconds: 86400
-  podSets:
-  - name: launcher
-    count: 1
-    template:
-      spec:
-        restartPolicy: OnFailure
-        containers:
-        - name: launcher
-          image: registry.example.com/llm:2.0
-          resources:
-            requests:
-              cpu: 500m
-              memory: 1Gi
-  - name: gpu-workers
-    count: 8
-    template:
-      metadata:
-        annotations:
-          kueue.x-k8s.io/podset-required-topology: cloud.example.com/block
-      spec:
-        restartPolicy: OnFailure
-        containers:
-        - name: worker
-          image: registry.example.com/llm:2.0
-          resources:
-            requests:
-              cpu: "8"
-              memory: 64Gi
-              nvidia.com/gpu: "2"
-    topologyRequest:
-      required: cloud.example.com/block
-      podIndexLabel: batch.kubernetes.io/job-completion-index
-      podSetGroupName: trainers
-"""
-
-V1BETA2_WORKLOAD_STATUS = """
-conditions:
-- type: QuotaReserved
-  status: "True"
-  reason: QuotaReserved
-  message: Quota reserved in ClusterQueue b2-ml-team
-  lastTransitionTime: "2026-01-05T11:00:00Z"
-  observedGeneration: 1
-- type: Admitted
-  status: "True"
-  reason: Admitted
-  message: The workload is admitted
-  lastTransitionTime: "2026-01-05T11:00:02Z"
-admission:
-  clusterQueue: b2-ml-team
-  podSetAssignments:
-  - name: launcher
-    flavors:
-      cpu: b2-default
-      memory: b2-default
-    resourceUsage:
-      cpu: 500m
-      memory: 1Gi
-    count: 1
-  - name: gpu-workers
-    flavors:
-      cpu: b2-spot
-      memory: b2-spot
-      nvidia.com/gpu: b2-h100
-    resourceUsage:
-      cpu: "64"
-      memory: 512Gi
-      nvidia.com/gpu: "16"
-    count: 8
-    topologyAssignment:
-      levels: [cloud.example.com/block, kubernetes.io/hostname]
-      slices:
-      - domainCount: 2
-        valuesPerLevel:
-        - universalValue: b1
-        - prefix: h100-node-
-          roots: ["1", "2"]
-        universalPodCount: 4
-admissionChecks:
-- name: b2-dispatch
-  state: Ready
-  lastTransitionTime: "2026-01-05T11:00:02Z"
-  message: Dispatched to b2-worker-us
-clusterName: b2-worker-us
-accumulatedPastExecutionTimeSeconds: 0
-schedulingStats:
-  evictions:
-  - reason: Preempted
-    underlyingCause: InCohortReclamation
-    count: 1
-"""
-
-PODGROUP = """
-apiVersion: scheduling.x-k8s.io/v1alpha1
-kind: PodGroup
-metadata:
-  name: mpi-job
-spec:
-  minMember: 4
-  minResources:
-    cpu: "16"
-    memory: 32Gi
-    nvidia.com/gpu: 4
-  scheduleTimeoutSeconds: 120
-"""
-
-PODGROUP_STATUS = """
-phase: Running
-occupiedBy: 0d5b4f6e-3c1a-4c9e-9a57-2f64f0e1c001
-running: 4
-succeeded: 0
-failed: 0
-scheduleStartTime: "2026-01-05T12:00:00Z"
-"""
+#: Manifests as users write them, and statuses as controllers write them (see the files).
+MANIFESTS = Path(__file__).resolve().parent / "manifests"
 
 
-# ---------------------------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------------------------
+def docs(name: str) -> list[dict[str, Any]]:
+    """The YAML documents of one file in ``manifests/``."""
+    return [doc for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
 
 
-def docs(text: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(text) if doc]
+def as_dict(value: object) -> dict[str, Any]:
+    """The generated clients return ``object`` for custom resources; they are JSON objects."""
+    assert isinstance(value, dict), type(value)
+    return value
 
 
 def resource(manifest: dict[str, Any]) -> tuple[str, str, str, bool]:
@@ -631,65 +67,88 @@ def resource(manifest: dict[str, Any]) -> tuple[str, str, str, bool]:
     return group, version, plural, namespaced
 
 
+def call_with_content_type(method: Any, content_type: str, *args: Any, **kwargs: Any) -> Any:
+    """Call a generated PATCH method with an explicit Content-Type, on every supported client.
+
+    kubernetes >= 36 takes ``_content_type``; older clients (31-35) choose the Content-Type
+    themselves from a fixed list (JSON patch, or strategic merge, which custom resources do
+    not support), so for them the choice is overridden on the ApiClient for this one call.
+    """
+    try:
+        return method(*args, _content_type=content_type, **kwargs)
+    except TypeError as error:  # kubernetes < 36: ApiTypeError, "unexpected keyword argument"
+        if "_content_type" not in str(error):
+            raise
+    api_client = method.__self__.api_client
+    api_client.select_header_content_type = lambda *_args, **_kwargs: content_type
+    try:
+        return method(*args, **kwargs)
+    finally:
+        del api_client.select_header_content_type
+
+
 def create(api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
     """POST with strict field validation: any field the schema does not know is an error."""
     group, version, plural, namespaced = resource(manifest)
     if namespaced:
-        return dict(
-            api.create_namespaced_custom_object(
-                group, version, namespace, plural, body=manifest, field_validation="Strict"
-            )
+        return as_dict(
+            api.create_namespaced_custom_object(group, version, namespace, plural, manifest, field_validation="Strict")
         )
-    return dict(api.create_cluster_custom_object(group, version, plural, body=manifest, field_validation="Strict"))
+    return as_dict(api.create_cluster_custom_object(group, version, plural, manifest, field_validation="Strict"))
 
 
 def apply(api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str) -> dict[str, Any]:
     """Server-side apply (what `kubectl apply --server-side` sends), with strict validation."""
     group, version, plural, namespaced = resource(manifest)
     name = manifest["metadata"]["name"]
-    options: dict[str, Any] = {
-        "field_manager": FIELD_MANAGER,
-        "force": True,
-        "field_validation": "Strict",
-        "_content_type": "application/apply-patch+yaml",
-    }
+    options: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "field_validation": "Strict"}
+    content_type = "application/apply-patch+yaml"
 
-    def send(body: Any) -> Any:
+    def send(body: object) -> dict[str, Any]:
+        method: Any
+        target: tuple[str, ...]
         if namespaced:
-            return api.patch_namespaced_custom_object(group, version, namespace, plural, name, body, **options)
-        return api.patch_cluster_custom_object(group, version, plural, name, body, **options)
+            method, target = api.patch_namespaced_custom_object, (group, version, namespace, plural, name)
+        else:
+            method, target = api.patch_cluster_custom_object, (group, version, plural, name)
+        return as_dict(call_with_content_type(method, content_type, *target, body, **options))
 
     try:
-        return dict(send(manifest))
+        return send(manifest)
     except client.ApiException as error:
-        # kubernetes < 37 serialises only JSON content types itself and wants apply-patch
-        # bodies pre-serialised (status 0: refused in the client, nothing was sent).  JSON is
-        # YAML, so the same manifest goes as a JSON string.
+        # kubernetes < 37 serialises only JSON content types itself and wants an apply-patch
+        # body pre-serialised (status 0: refused in the client, nothing was sent); >= 37 wants
+        # a dict.  JSON is YAML, so the same manifest goes as a JSON string.
         if error.status not in (0, None):
             raise
-        return dict(send(json.dumps(manifest)))
+        return send(json.dumps(manifest))
 
 
-def get(api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str, version: str | None = None) -> dict[str, Any]:
+def get(
+    api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str, version: str | None = None
+) -> dict[str, Any]:
+    """Read the object of ``manifest`` back, in its own version or in ``version``."""
     group, own_version, plural, namespaced = resource(manifest)
-    version = version or own_version
     name = manifest["metadata"]["name"]
     if namespaced:
-        return dict(api.get_namespaced_custom_object(group, version, namespace, plural, name))
-    return dict(api.get_cluster_custom_object(group, version, plural, name))
+        return as_dict(api.get_namespaced_custom_object(group, version or own_version, namespace, plural, name))
+    return as_dict(api.get_cluster_custom_object(group, version or own_version, plural, name))
 
 
 def patch_status(
     api: client.CustomObjectsApi, manifest: dict[str, Any], namespace: str, status: dict[str, Any]
 ) -> dict[str, Any]:
-    """Merge-patch the status subresource (what a controller does)."""
+    """Merge-patch the status subresource (what a controller does), with strict validation."""
     group, version, plural, namespaced = resource(manifest)
     name = manifest["metadata"]["name"]
-    body = {"status": status}
-    options: dict[str, Any] = {"field_validation": "Strict", "_content_type": "application/merge-patch+json"}
+    method: Any
+    target: tuple[str, ...]
     if namespaced:
-        return dict(api.patch_namespaced_custom_object_status(group, version, namespace, plural, name, body, **options))
-    return dict(api.patch_cluster_custom_object_status(group, version, plural, name, body, **options))
+        method, target = api.patch_namespaced_custom_object_status, (group, version, namespace, plural, name)
+    else:
+        method, target = api.patch_cluster_custom_object_status, (group, version, plural, name)
+    merge = "application/merge-patch+json"
+    return as_dict(call_with_content_type(method, merge, *target, {"status": status}, field_validation="Strict"))
 
 
 def missing_fields(expected: Any, actual: Any, path: str = "") -> list[str]:
@@ -708,7 +167,7 @@ def missing_fields(expected: Any, actual: Any, path: str = "") -> list[str]:
         if not isinstance(actual, list) or len(actual) != len(expected):
             return [f"{path}: expected {expected!r}, got {actual!r}"]
         problems = []
-        for index, (want, got) in enumerate(zip(expected, actual)):
+        for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
             problems.extend(missing_fields(want, got, f"{path}[{index}]"))
         return problems
     return [] if expected == actual else [f"{path}: expected {expected!r}, got {actual!r}"]
@@ -719,7 +178,7 @@ def table(kube: ControlPlane, path: str) -> dict[str, str]:
     answer = kube.get_json(path, accept=TABLE)
     names = [column["name"] for column in answer["columnDefinitions"]]
     (row,) = answer["rows"]
-    return {name: str(cell) for name, cell in zip(names, row["cells"])}
+    return {name: str(cell) for name, cell in zip(names, row["cells"], strict=True)}
 
 
 @pytest.fixture
@@ -755,16 +214,16 @@ def test_crds_are_established_with_the_expected_versions_and_scopes(kube: Contro
         # A non-structural schema would be reported here (and its fields silently kept).
         assert "NonStructuralSchema" not in conditions, kind
     # Discovery serves both Kueue versions, so `kubectl` and clients find them.
-    group = kube.get_json(f"/apis/{KUEUE}")
-    assert sorted(v["version"] for v in group["versions"]) == ["v1beta1", "v1beta2"]
-    assert group["preferredVersion"]["version"] == "v1beta2"
+    discovery = kube.get_json(f"/apis/{KUEUE}")
+    assert sorted(v["version"] for v in discovery["versions"]) == ["v1beta1", "v1beta2"]
+    assert discovery["preferredVersion"]["version"] == "v1beta2"
 
 
 @pytest.mark.parametrize(
     "manifests, workload_status",
     [
-        pytest.param(V1BETA1_MANIFESTS, V1BETA1_WORKLOAD_STATUS, id="v1beta1"),
-        pytest.param(V1BETA2_MANIFESTS, V1BETA2_WORKLOAD_STATUS, id="v1beta2"),
+        pytest.param("kueue-v1beta1.yaml", "kueue-v1beta1-workload-status.yaml", id="v1beta1"),
+        pytest.param("kueue-v1beta2.yaml", "kueue-v1beta2-workload-status.yaml", id="v1beta2"),
     ],
 )
 def test_kueue_manifests_apply_unchanged_and_read_back_whole(
@@ -792,7 +251,7 @@ def test_kueue_manifests_apply_unchanged_and_read_back_whole(
 
     # Status is written through the status subresource, as a controller does.
     (workload,) = [m for m in applied if m["kind"] == "Workload"]
-    status = yaml.safe_load(workload_status)
+    (status,) = docs(workload_status)
     patched = patch_status(objects, workload, namespace, status)
     assert missing_fields(status, patched["status"]) == []
     assert missing_fields(workload["spec"], patched["spec"]) == []
@@ -829,8 +288,8 @@ def test_defaults_match_kueue(objects: client.CustomObjectsApi, namespace: str) 
 
 
 def test_status_is_a_subresource(objects: client.CustomObjectsApi, namespace: str) -> None:
-    manifest = docs(PODGROUP)[0]
-    status = yaml.safe_load(PODGROUP_STATUS)
+    (manifest,) = docs("podgroup.yaml")
+    (status,) = docs("podgroup-status.yaml")
     created = create(objects, {**manifest, "status": status}, namespace)
     # Writes to the object itself ignore status: only controllers set it, via /status.
     assert "status" not in created or not created["status"]
@@ -851,7 +310,9 @@ def test_objects_read_back_in_the_other_version(objects: client.CustomObjectsApi
             "resourceGroups": [
                 {
                     "coveredResources": ["cpu"],
-                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4, "borrowingLimit": 2}]}],
+                    "flavors": [
+                        {"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4, "borrowingLimit": 2}]}
+                    ],
                 }
             ],
         },
@@ -883,11 +344,8 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
         },
         namespace,
     )
-    objects.patch_cluster_custom_object_status(
-        KUEUE, "v1beta2", "clusterqueues", "columns",
-        {"status": {"pendingWorkloads": 3, "admittedWorkloads": 2, "reservingWorkloads": 2}},
-        _content_type="application/merge-patch+json",
-    )
+    cq = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "columns"}}
+    patch_status(objects, cq, namespace, {"pendingWorkloads": 3, "admittedWorkloads": 2, "reservingWorkloads": 2})
     columns = table(kube, f"/apis/{KUEUE}/v1beta2/clusterqueues/columns")
     assert {k: columns[k] for k in ("Cohort", "Strategy", "Pending", "Admitted")} == {
         "Cohort": "columns-cohort",
@@ -898,7 +356,12 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
     # The v1beta1 view reads the v1beta1 field name (a v1beta2 manifest shows in "Cohort Name").
     assert "Cohort" in table(kube, f"/apis/{KUEUE}/v1beta1/clusterqueues/columns")
 
-    lq = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"}, "spec": {"clusterQueue": "columns"}}
+    lq = {
+        "apiVersion": f"{KUEUE}/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "q"},
+        "spec": {"clusterQueue": "columns"},
+    }
     create(objects, lq, namespace)
     patch_status(objects, lq, namespace, {"pendingWorkloads": 1, "admittedWorkloads": 5})
     columns = table(kube, f"/apis/{KUEUE}/v1beta2/namespaces/{namespace}/localqueues/q")
@@ -912,15 +375,31 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
         "apiVersion": f"{KUEUE}/v1beta2",
         "kind": "Workload",
         "metadata": {"name": "w"},
-        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]},
+        "spec": {
+            "queueName": "q",
+            "podSets": [
+                {"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
+            ],
+        },
     }
     create(objects, wl, namespace)
     patch_status(
-        objects, wl, namespace,
+        objects,
+        wl,
+        namespace,
         {
-            "admission": {"clusterQueue": "columns", "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"}, "count": 1}]},
+            "admission": {
+                "clusterQueue": "columns",
+                "podSetAssignments": [{"name": "main", "flavors": {"cpu": "default"}, "count": 1}],
+            },
             "conditions": [
-                {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": "2026-01-05T10:00:00Z"}
+                {
+                    "type": "Admitted",
+                    "status": "True",
+                    "reason": "Admitted",
+                    "message": "",
+                    "lastTransitionTime": "2026-01-05T10:00:00Z",
+                }
             ],
         },
     )
@@ -946,7 +425,12 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
                 "kind": "ClusterQueue",
                 "spec": {
                     "resourceGroups": [
-                        {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1, "borrowingLimit": 1}]}]}
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [
+                                {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1, "borrowingLimit": 1}]}
+                            ],
+                        }
                     ]
                 },
             },
@@ -958,7 +442,12 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
                 "kind": "ClusterQueue",
                 "spec": {
                     "cohort": "c",
-                    "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "lots"}]}]}],
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": "lots"}]}],
+                        }
+                    ],
                 },
             },
             "nominalQuota",
@@ -989,7 +478,12 @@ def test_schema_rules_refuse_broken_objects(
 def test_unknown_fields_are_refused_under_strict_validation(objects: client.CustomObjectsApi, namespace: str) -> None:
     # The schemas are structural, so a misspelt field is not silently kept: strict validation
     # (kubectl's default) refuses it, lax validation would prune it.
-    body = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "typo"}, "spec": {"cohrtName": "x"}}
+    body = {
+        "apiVersion": f"{KUEUE}/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "typo"},
+        "spec": {"cohrtName": "x"},
+    }
     with pytest.raises(client.ApiException) as raised:
         create(objects, body, namespace)
     assert raised.value.status == 400
@@ -1000,7 +494,7 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
 
 def _json_patch(core: client.CoreV1Api, namespace: str, name: str, operations: list[dict[str, Any]]) -> None:
-    core.patch_namespaced_pod(name, namespace, operations, _content_type="application/json-patch+json")
+    call_with_content_type(core.patch_namespaced_pod, "application/json-patch+json", name, namespace, operations)
 
 
 def test_scheduling_gates_can_be_removed_but_never_added(
@@ -1015,16 +509,23 @@ def test_scheduling_gates_can_be_removed_but_never_added(
         },
         "spec": {
             "schedulingGates": [{"name": ADMISSION_GATE}],
-            "containers": [{"name": "main", "image": "registry.example.com/app:1", "resources": {"requests": {"cpu": "100m"}}}],
+            "containers": [
+                {"name": "main", "image": "registry.example.com/app:1", "resources": {"requests": {"cpu": "100m"}}}
+            ],
         },
     }
-    core.create_namespaced_pod(namespace, pod)
+    core.create_namespaced_pod(namespace, cast(Any, pod))  # a dict body works with every client
     path = f"/api/v1/namespaces/{namespace}/pods/gated"
     assert kube.get_json(path)["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]
 
     # Adding a second gate to a gated pod: refused.
     with pytest.raises(client.ApiException) as raised:
-        _json_patch(core, namespace, "gated", [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "example.com/other"}}])
+        _json_patch(
+            core,
+            namespace,
+            "gated",
+            [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "example.com/other"}}],
+        )
     assert raised.value.status == 422, api_error_message(raised.value)
     assert "schedulingGates" in api_error_message(raised.value)
 
@@ -1034,6 +535,11 @@ def test_scheduling_gates_can_be_removed_but_never_added(
 
     # Putting it back after creation: refused, so a gate is the one chance to hold a pod.
     with pytest.raises(client.ApiException) as raised:
-        _json_patch(core, namespace, "gated", [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]}])
+        _json_patch(
+            core,
+            namespace,
+            "gated",
+            [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]}],
+        )
     assert raised.value.status == 422, api_error_message(raised.value)
     assert "schedulingGates" in api_error_message(raised.value)

@@ -39,9 +39,21 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+
+__all__ = [
+    "Binaries",
+    "BuildError",
+    "DEFAULT_KUBERNETES_VERSION",
+    "KUBERNETES_VERSION",
+    "bin_dir",
+    "build",
+    "cache_root",
+    "ensure_binaries",
+    "main",
+]
 
 #: The Kubernetes release the e2e tests run against.  v1.36.4 is the newest 1.36 patch that the
 #: Go module proxy serves *and* the checksum database verifies (v1.36.5 is on the proxy, but
@@ -229,9 +241,7 @@ def parse_release_gomod(version: str, gomod: str, commit_time: str = "") -> Rele
             "its go.mod; the wrapper module would not build"
         )
 
-    etcd_match = re.search(
-        rf"^\s*(?:require\s+)?{re.escape(ETCD_SERVER_MODULE)}\s+(v\S+)", gomod, re.M
-    )
+    etcd_match = re.search(rf"^\s*(?:require\s+)?{re.escape(ETCD_SERVER_MODULE)}\s+(v\S+)", gomod, re.M)
     if not etcd_match:
         raise BuildError(f"{KUBERNETES_MODULE}@{version}: go.mod does not require {ETCD_SERVER_MODULE}")
 
@@ -301,12 +311,17 @@ def _go_output_name(package: str) -> str:
 
 
 @contextlib.contextmanager
-def _build_lock(version: str) -> Iterator[None]:
+def _build_lock(version: str, progress: Progress) -> Iterator[None]:
     """Hold an exclusive lock so concurrent test runs on this machine build only once."""
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"{version}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    lock_path = root / f"{version}.lock"
+    with open(lock_path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"clueue testenv: another process is building {version} ({lock_path}); waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -342,7 +357,7 @@ def _compile(release: ReleaseInfo, srcdir: Path, outdir: Path, log_path: Path, p
         done = threading.Event()
 
         def heartbeat() -> None:
-            # A first build takes 10-30 minutes on 2 cores; say something every 30 s so that
+            # A first build takes minutes (about 5 on 2 cores); say something every 30 s so that
             # a waiting test session (or a person) can see it is alive.
             while not done.wait(30):
                 minutes, seconds = divmod(int(time.monotonic() - started), 60)
@@ -365,9 +380,7 @@ def _compile(release: ReleaseInfo, srcdir: Path, outdir: Path, log_path: Path, p
         tail = log_path.read_text().splitlines()[-60:]
         # Keep the error itself (go prints it last), not the list of compiled packages.
         errors = [line for line in tail if not re.fullmatch(r"[\w.\-/]+", line.strip())]
-        raise BuildError(
-            f"go build failed with exit code {code} (full log: {log_path}):\n" + "\n".join(errors or tail)
-        )
+        raise BuildError(f"go build failed with exit code {code} (full log: {log_path}):\n" + "\n".join(errors or tail))
     minutes, seconds = divmod(int(time.monotonic() - started), 60)
     compiled = f"compiled {lines} packages" if lines else "linked (all packages were in Go's build cache)"
     progress(f"  {compiled} in {minutes}m{seconds:02d}s")
@@ -385,7 +398,7 @@ def build(version: str = KUBERNETES_VERSION, progress: Progress = print) -> Bina
     progress(
         f"clueue testenv: building kube-apiserver {version} and etcd {release.etcd_version} "
         f"({len(release.staging_modules)} staging modules at {staging_version(version)}) "
-        f"into {bin_dir(version)}; a first build takes 10-30 minutes on 2 cores"
+        f"into {bin_dir(version)}; a first build takes about 5-10 minutes on 2 cores"
     )
     # Start from a fresh go.mod/go.sum each time: -mod=mod fills in the rest deterministically.
     (srcdir / "go.mod").write_text(wrapper_gomod(release))
@@ -428,7 +441,7 @@ def ensure_binaries(version: str = KUBERNETES_VERSION, progress: Progress = prin
     existing = _existing_binaries(version)
     if existing is not None:
         return existing
-    with _build_lock(version):
+    with _build_lock(version, progress):
         existing = _existing_binaries(version)  # another process may have finished meanwhile
         if existing is not None:
             return existing
@@ -448,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         if args.force:
-            with _build_lock(args.version):
+            with _build_lock(args.version, say):
                 binaries = build(args.version, say)
         else:
             binaries = ensure_binaries(args.version, say)

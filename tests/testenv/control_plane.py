@@ -24,6 +24,7 @@ import atexit
 import base64
 import contextlib
 import datetime
+import functools
 import ipaddress
 import json
 import os
@@ -37,10 +38,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable
+from typing import Any, cast
 
 import yaml
 from cryptography import x509
@@ -49,6 +51,16 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.testenv.build import Binaries
+
+__all__ = [
+    "ADMIN_GROUP",
+    "ADMIN_USER",
+    "DEFAULT_CRD_DIR",
+    "Certificates",
+    "ControlPlane",
+    "ControlPlaneError",
+    "api_error_message",
+]
 
 #: clueue's CRDs, one file per kind (the same files the deploy manifests ship).
 DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "adapters" / "crds"
@@ -154,7 +166,7 @@ class Certificates:
     service_account_pub: Path
 
     @classmethod
-    def generate(cls, directory: Path) -> "Certificates":
+    def generate(cls, directory: Path) -> Certificates:
         """Create a fresh CA, serving and admin certificates, and service-account keys."""
         directory.mkdir(parents=True, exist_ok=True)
         # P-256 keys: generated in microseconds, accepted by Go's TLS stack and by OpenSSL.
@@ -163,7 +175,7 @@ class Certificates:
         ca = _certificate(ca_name, ca_key, ca_name, ca_key, is_ca=True)
 
         serving_key = ec.generate_private_key(ec.SECP256R1())
-        first_service_ip = next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts())
+        first_service_ip = next(ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE).hosts())
         serving = _certificate(
             x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
             serving_key,
@@ -255,17 +267,18 @@ class _Process:
         self.name = name
         self.argv = argv
         self.log_path = log_path
-        self._log = open(log_path, "ab")
-        self.popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            # Own session => own process group, so stop() can kill the group and Ctrl-C in the
-            # terminal reaches only the test process (which then stops us in order).
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        # The child gets its own copy of the file descriptor; ours can be closed right away.
+        with open(log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session => own process group, so stop() can kill the group, and Ctrl-C in
+                # the terminal reaches only the test process (which then stops us in order).
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -281,16 +294,13 @@ class _Process:
         pgid = self.popen.pid  # session leader: its pid is the group id
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
         # Kill the group even if the leader exited: a child it spawned may still be there.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=grace_s)
-        self._log.close()
 
 
 def _wait_until(
@@ -373,7 +383,7 @@ class ControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         self.start()
         return self
 
@@ -385,7 +395,7 @@ class ControlPlane:
     ) -> None:
         self.stop()
 
-    def start(self) -> "ControlPlane":
+    def start(self) -> ControlPlane:
         """Start etcd and kube-apiserver, write the kubeconfig and install the CRDs."""
         atexit.register(self.stop)
         try:
@@ -435,7 +445,8 @@ class ControlPlane:
             self._progress(f"starting etcd {self.binaries.etcd_version} on {client_url}")
             process = _Process("etcd", argv, self.workdir / "etcd.log")
             try:
-                _wait_until(lambda: _http_ok(f"{client_url}/health"), process, "etcd /health")
+                health = f"{client_url}/health"
+                _wait_until(functools.partial(_http_ok, health), process, "etcd /health")
             except ControlPlaneError:
                 process.stop()
                 if attempt == 2 or "address already in use" not in process.log_tail():
@@ -484,7 +495,8 @@ class ControlPlane:
             self._progress(f"starting kube-apiserver {self.binaries.kubernetes_version} on {server}")
             process = _Process("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
             try:
-                _wait_until(lambda: _http_ok(f"{server}/readyz", context), process, "/readyz")
+                readyz = f"{server}/readyz"
+                _wait_until(functools.partial(_http_ok, readyz, context), process, "/readyz")
             except ControlPlaneError:
                 process.stop()
                 if attempt == 2 or "address already in use" not in process.log_tail():
@@ -521,9 +533,7 @@ class ControlPlane:
                     },
                 }
             ],
-            "contexts": [
-                {"name": "clueue-e2e", "context": {"cluster": "clueue-e2e", "user": ADMIN_USER}}
-            ],
+            "contexts": [{"name": "clueue-e2e", "context": {"cluster": "clueue-e2e", "user": ADMIN_USER}}],
             "current-context": "clueue-e2e",
         }
         self.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -535,7 +545,7 @@ class ControlPlane:
         """A new ``kubernetes.client.ApiClient`` authenticated as the admin."""
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        return config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
 
     def install_crds(self, crd_dir: Path) -> list[str]:
         """Create every CustomResourceDefinition in ``crd_dir``/*.yaml and wait until Established."""
@@ -591,7 +601,8 @@ class ControlPlane:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
         with self.api_client() as api:
             try:
-                client.CoreV1Api(api).create_namespace(body=body)
+                # A dict body goes through every supported client version unchanged.
+                client.CoreV1Api(api).create_namespace(body=cast(Any, body))
             except client.ApiException as error:
                 if error.status != 409:  # already exists: fine, tests may share namespaces
                     raise

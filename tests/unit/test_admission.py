@@ -155,7 +155,7 @@ def test_node_selector_excludes_flavors_with_other_labels():
 def test_ungate_sets_the_node_selector_of_the_chosen_flavor():
     objs = [flavor("od", labels={"cap": "od", "zone": "a"}), cluster_queue("cq", {"od": {"cpu": 4}}), local_queue("cq"), pod("p")]
     actions = [a.to_dict() for a in run(objs).actions]
-    assert {"kind": "ungate", "target": "default/p", "workload": "default/pod-p",
+    assert {"kind": "ungate", "target": "default/p", "workload": "default/pod-p", "uid": "",
             "nodeSelector": {"cap": "od", "zone": "a"}} in actions
     assert any(a["kind"] == "admit" and a["target"] == "default/pod-p" for a in actions)
 

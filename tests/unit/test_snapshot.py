@@ -82,3 +82,13 @@ def test_snapshot_digest_is_stable_and_content_sensitive():
     assert a.digest() != c.digest()
     assert a.digest() == build_snapshot([Document("a", pod("p"))]).digest()
     assert b.pods == a.pods
+
+
+def test_newer_fungibility_names_load_as_the_older_ones():
+    body = cluster_queue("cq", {"f": {"cpu": 1}})
+    body["spec"]["flavorFungibility"] = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+    cq = build_snapshot([Document("a", body)]).cluster_queues["cq"]
+    assert (cq.when_can_borrow, cq.when_can_preempt) == ("Borrow", "Preempt")
+    body["spec"]["flavorFungibility"] = {"whenCanBorrow": "Sometimes"}
+    with pytest.raises(SnapshotError, match="spec.flavorFungibility.whenCanBorrow"):
+        build_snapshot([Document("a", body)])

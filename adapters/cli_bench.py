@@ -1,0 +1,60 @@
+"""``clueue bench``: measure decision cycles, decision quality and a virtual-time replay.
+
+Only parses options and calls :mod:`clueue.bench`; docs/benchmarks.md explains every number.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+
+from clueue.bench.report import environment, progress_bar, render, to_json
+from clueue.bench.runner import BenchOptions, run_benchmarks, units
+from clueue.bench.scenarios import SCENARIO_NAMES, generate, write_snapshot
+
+__all__ = ["bench"]
+
+
+@click.command()
+@click.option("--scenario", "scenarios", multiple=True, default=("baseline",), show_default=True,
+              type=click.Choice([*SCENARIO_NAMES, "all"]), help="Scenario to run; repeatable; 'all' runs every one.")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Cycles per scenario.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scenario generator.")
+@click.option("--scale", type=click.FloatRange(min=0.0, min_open=True, max=1.0), default=1.0, show_default=True,
+              help="Fraction of each ClusterQueue's workloads to generate, for quick runs.")
+@click.option("--replay", is_flag=True, help="Also replay each scenario in virtual time.")
+@click.option("--replay-latency", type=click.Choice(["measured", "zero"]), default="measured", show_default=True,
+              help="measured: a cycle's decision takes effect after its wall time; zero: instantly.")
+@click.option("--time-budget", type=click.FloatRange(min=0.01), default=10.0, show_default=True, metavar="SECONDS",
+              help="Solver time budget of each cycle.")
+@click.option("--write-snapshot", "write_dir", metavar="DIR",
+              help="Write each scenario as snapshot files under DIR/<scenario>/ and exit.")
+@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--in-process", is_flag=True, help="Run in this process (memory figures then add up across scenarios).")
+def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, replay: bool, replay_latency: str,
+          time_budget: float, write_dir: str | None, fmt: str, in_process: bool) -> None:
+    """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
+
+    Prints a table (with a progress bar on stderr) or, with -o json, a JSON report for
+    comparing commits. Exits 0 whether or not targets are met: the report says which are.
+    """
+    names = list(SCENARIO_NAMES) if "all" in scenarios else list(dict.fromkeys(scenarios))
+    if write_dir:
+        for name in names:
+            for path in write_snapshot(generate(name, seed=seed, scale=scale), f"{write_dir}/{name}"):
+                click.echo(str(path))
+        return
+    options = BenchOptions(repeat=repeat, seed=seed, scale=scale, time_budget=time_budget, replay=replay,
+                           latency=replay_latency)
+    err = Console(stderr=True)
+    env = environment()
+    with progress_bar(err, names, units(options)) as update:
+        results = run_benchmarks(names, options, progress=update, isolate=not in_process)
+    if fmt == "json":
+        click.echo(to_json(results, env), nl=False)
+    else:
+        render(results, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
+    if any("error" in r for r in results):
+        sys.exit(1)

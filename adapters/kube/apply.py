@@ -1,0 +1,288 @@
+"""Applying a plan to a cluster, exactly and safely.
+
+Order, and what it guarantees:
+
+1. **Workloads.** Every workload of the plan gets a ``kueue.x-k8s.io`` Workload object (created
+   for pods and pod groups that lack one) whose status records the decision: the admission and
+   ``QuotaReserved``/``Admitted`` conditions for admitted ones, ``QuotaReserved=False`` with the
+   reasons' messages for the others.
+2. **Pods.** The admission gate is removed and the chosen flavors' node labels added to the node
+   selector, on the exact pod the plan decided on (same uid), and only once the Workload's
+   admission is recorded. A failure between 1 and 2 leaves an admitted Workload with gated pods,
+   which the next cycle ungates; never an ungated pod without a recorded admission.
+3. **Excess pods.** The finalizer is removed and the pod deleted, by uid.
+
+Every write reads the object, derives the change, and writes with the read resourceVersion; on a
+conflict it reads again and derives the change anew. A change already in place is skipped, so
+applying the same plan twice writes nothing the second time. Events are recorded on Workloads
+and pods when something changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from clueue.engine import Plan, WorkloadEntry
+
+from .kinds import KUEUE_GROUP, kueue_version
+
+__all__ = ["ApplyResult", "apply_plan", "update_with_retry", "GATE", "FINALIZER", "MANAGER"]
+
+GATE = "kueue.x-k8s.io/admission"
+FINALIZER = "kueue.x-k8s.io/managed"
+MANAGER = "clueue"
+_TRIES = 5
+_MESSAGE_LIMIT = 32 * 1024  # condition messages are capped by the API at 32 KiB
+T = TypeVar("T")
+
+
+@dataclass
+class ApplyResult:
+    """What an apply did: each entry is ``"<verb> <Kind> <namespace/name>"``."""
+
+    writes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed"
+
+
+def update_with_retry(read: Callable[[], T | None], change: Callable[[T], T | None],
+                      write: Callable[[T], Any], *, tries: int = _TRIES) -> bool:
+    """Read an object, change it, write it with the read resourceVersion; re-read on conflict.
+
+    ``change`` returns None when nothing needs to change. Returns True if a write happened,
+    False if the object is gone or already as wanted.
+
+    Raises:
+        ApiException: any error other than a conflict, or a conflict ``tries`` times in a row.
+    """
+    for attempt in range(tries):
+        current = read()
+        if current is None:
+            return False
+        changed = change(current)
+        if changed is None:
+            return False
+        try:
+            write(changed)
+            return True
+        except ApiException as e:
+            if e.status != 409 or attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    return False
+
+
+def _missing_is_none(call: Callable[[], T]) -> T | None:
+    try:
+        return call()
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(old: list[dict[str, Any]], wanted: list[tuple[str, str, str, str]]) -> list[dict[str, Any]]:
+    """Conditions with ``wanted`` (type, status, reason, message) set; a condition's
+    lastTransitionTime only moves when its status changes."""
+    by_type = {c.get("type"): c for c in old}
+    for kind, status, reason, message in wanted:
+        previous = by_type.get(kind, {})
+        since = previous.get("lastTransitionTime") if previous.get("status") == status else None
+        by_type[kind] = {"type": kind, "status": status, "reason": reason, "message": message[:_MESSAGE_LIMIT],
+                         "lastTransitionTime": since or _now()}
+    return [by_type[k] for k in sorted(by_type)]
+
+
+def _same_conditions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    strip = lambda cs: sorted((c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in cs)  # noqa: E731
+    return strip(a) == strip(b)
+
+
+class _Applier:
+    def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.version = kueue_version(api)
+        self.plan = plan
+        self.dry = {"dry_run": "All"} if dry_run else {}
+        self.result = ApplyResult()
+        self.admitted: set[str] = set()  # workloads whose admission is recorded
+
+    # -- Workloads -------------------------------------------------------------------------
+    def _get_workload(self, ns: str, name: str) -> dict[str, Any] | None:
+        return _missing_is_none(lambda: self.custom.get_namespaced_custom_object(
+            KUEUE_GROUP, self.version, ns, "workloads", name))
+
+    def _new_workload(self, entry: WorkloadEntry) -> dict[str, Any]:
+        ns, name = entry.name.split("/", 1)
+        pod_sets = [{"name": p.name, "count": p.count, "template": {"spec": {"containers": [
+            {"name": "main", "resources": {"requests": dict(p.requests)}}]}}} for p in entry.pod_sets]
+        return {"apiVersion": f"{KUEUE_GROUP}/{self.version}", "kind": "Workload",
+                "metadata": {"name": name, "namespace": ns, "labels": {"clueue.dev/origin": entry.origin}},
+                "spec": {"queueName": entry.queue, "priority": entry.priority, "podSets": pod_sets}}
+
+    def _desired_status(self, entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, Any] | None:
+        message = "; ".join(r.message for r in entry.reasons)
+        if status.get("admission"):
+            return None  # admitted already: only an eviction (not part of this plan) may undo it
+        if entry.state == "admitted":
+            admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
+                {"name": a.name, "count": a.count, "flavors": dict(a.flavors)} for a in entry.admission]}
+            conditions = _conditions(status.get("conditions", []), [
+                ("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)])
+            return {**status, "admission": admission, "conditions": conditions}
+        reason = "Inadmissible" if entry.state == "inadmissible" else "Pending"
+        conditions = _conditions(status.get("conditions", []), [("QuotaReserved", "False", reason, message)])
+        if _same_conditions(conditions, status.get("conditions", [])):
+            return None
+        return {**status, "conditions": conditions}
+
+    def workload(self, entry: WorkloadEntry) -> None:
+        ns, name = entry.name.split("/", 1)
+        label = f"Workload {entry.name}"
+        if self._get_workload(ns, name) is None:
+            if entry.origin == "workload":
+                self.result.skipped.append(f"missing {label}")
+                return
+            try:
+                self.custom.create_namespaced_custom_object(KUEUE_GROUP, self.version, ns, "workloads",
+                                                            self._new_workload(entry), field_manager=MANAGER, **self.dry)
+                self.result.writes.append(f"create {label}")
+            except ApiException as e:
+                if e.status != 409:  # 409: created meanwhile; its status is handled below
+                    raise
+            if self.dry:  # a dry-run create leaves nothing to write the status on
+                if entry.state == "admitted":
+                    self.admitted.add(entry.name)
+                return
+        before: dict[str, Any] = {}
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            before["status"] = obj.get("status") or {}
+            wanted = self._desired_status(entry, before["status"])
+            return None if wanted is None else {**obj, "status": wanted}
+
+        wrote = update_with_retry(
+            lambda: self._get_workload(ns, name), change,
+            lambda obj: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))
+        current = self._get_workload(ns, name) if not self.dry else None
+        if (current or {}).get("status", {}).get("admission") or (wrote and entry.state == "admitted"):
+            self.admitted.add(entry.name)
+        if wrote:
+            self.result.writes.append(f"status {label}")
+            kind = "Warning" if entry.state == "inadmissible" else "Normal"
+            reason = {"admitted": "Admitted", "inadmissible": "Inadmissible"}.get(entry.state, "Pending")
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, kind, reason,
+                       "; ".join(r.message for r in entry.reasons))
+        else:
+            self.result.skipped.append(f"status {label}")
+
+    # -- Pods ------------------------------------------------------------------------------
+    def _get_pod(self, ns: str, name: str) -> client.V1Pod | None:
+        return _missing_is_none(lambda: self.core.read_namespaced_pod(name, ns))
+
+    def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str]) -> None:
+        ns, name = target.split("/", 1)
+        if workload not in self.admitted:
+            self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
+            return
+
+        def change(pod: client.V1Pod) -> client.V1Pod | None:
+            gates = pod.spec.scheduling_gates or []
+            if (uid and pod.metadata.uid != uid) or not any(g.name == GATE for g in gates):
+                return None  # replaced by another pod of that name, or ungated already
+            merged = dict(pod.spec.node_selector or {})
+            clash = {k: v for k, v in selector.items() if k in merged and merged[k] != v}
+            if clash:
+                raise ValueError(f"its nodeSelector already sets {clash} differently from the admitted flavor")
+            merged.update(selector)
+            pod.spec.node_selector = merged
+            pod.spec.scheduling_gates = [g for g in gates if g.name != GATE] or None
+            return pod
+
+        try:
+            wrote = update_with_retry(lambda: self._get_pod(ns, name), change,
+                                      lambda pod: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))
+        except ValueError as e:
+            self.result.errors.append(f"ungate Pod {target}: {e}")
+            return
+        if wrote:
+            self.result.writes.append(f"ungate Pod {target}")
+            self.event("Pod", "v1", ns, name, "Normal", "Admitted", f"admitted with workload {workload}; scheduling gate removed")
+        else:
+            self.result.skipped.append(f"ungate Pod {target}")
+
+    def delete(self, target: str, workload: str, uid: str, message: str) -> None:
+        ns, name = target.split("/", 1)
+
+        def unfinalize(pod: client.V1Pod) -> client.V1Pod | None:
+            if (uid and pod.metadata.uid != uid) or FINALIZER not in (pod.metadata.finalizers or []):
+                return None
+            pod.metadata.finalizers = [f for f in pod.metadata.finalizers if f != FINALIZER] or None
+            return pod
+
+        update_with_retry(lambda: self._get_pod(ns, name), unfinalize,
+                          lambda pod: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        try:
+            self.core.delete_namespaced_pod(name, ns, body=options, **self.dry)
+        except ApiException as e:
+            if e.status in (404, 409):  # gone already, or a new pod reuses the name
+                self.result.skipped.append(f"delete Pod {target}")
+                return
+            raise
+        self.result.writes.append(f"delete Pod {target}")
+        wl_ns, wl_name = workload.split("/", 1)
+        self.event("Workload", f"{KUEUE_GROUP}/{self.version}", wl_ns, wl_name, "Normal", "ExcessPodDeleted",
+                   f"deleted pod {name}: {message}")
+
+    # -- Events ----------------------------------------------------------------------------
+    def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str) -> None:
+        if self.dry:
+            return
+        now = datetime.now(timezone.utc)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
+            involved_object=client.V1ObjectReference(kind=kind, api_version=api_version, namespace=ns, name=name),
+            reason=reason, message=message[:1024], type=type_, count=1, first_timestamp=now, last_timestamp=now,
+            source=client.V1EventSource(component=MANAGER), reporting_component=MANAGER)
+        try:
+            self.core.create_namespaced_event(ns, body)
+        except ApiException as e:  # an event is a courtesy: never fail an apply over one
+            self.result.errors.append(f"event {reason} on {kind} {ns}/{name}: {e.reason}")
+
+
+def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> ApplyResult:
+    """Apply one cycle's plan; see the module docstring for the order and the guarantees.
+
+    With ``dry_run`` every write is sent with ``dryRun=All``: the API server validates it and
+    nothing changes.
+    """
+    applier = _Applier(api, plan, dry_run)
+    if applier.version is None:
+        applier.result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
+        return applier.result
+    for entry in plan.workloads:
+        if entry.state != "finished":
+            applier.workload(entry)
+    for action in plan.actions:
+        details = dict(action.details)
+        if action.kind == "ungate":
+            applier.ungate(action.target, action.workload, details.get("uid", ""), details.get("nodeSelector", {}))
+        elif action.kind == "delete-pod":
+            applier.delete(action.target, action.workload, details.get("uid", ""), details["reason"]["message"])
+    return applier.result

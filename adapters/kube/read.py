@@ -1,0 +1,53 @@
+"""Reading a live cluster, read-only, into the same documents the file loader produces."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kubernetes import client
+
+from clueue.engine import Document, Snapshot, build_snapshot
+
+from .kinds import KINDS, KUEUE_GROUP, Kind, kueue_version
+
+__all__ = ["read_cluster", "snapshot_documents", "to_document", "clean"]
+
+
+def clean(body: dict[str, Any]) -> dict[str, Any]:
+    """Drop what only the API server cares about (managed fields), keep everything else."""
+    body.get("metadata", {}).pop("managedFields", None)
+    return body
+
+
+def to_document(api: client.ApiClient, kind: Kind, version: str, item: Any) -> Document:
+    """One listed object as a document: typed core objects become plain dicts."""
+    body = item if isinstance(item, dict) else api.sanitize_for_serialization(item)
+    body = clean(dict(body))
+    body["apiVersion"] = f"{KUEUE_GROUP}/{version}" if kind.custom else kind.api_version
+    body["kind"] = kind.kind
+    meta = body.get("metadata", {})
+    name = f"{meta.get('namespace')}/{meta.get('name')}" if kind.namespaced else meta.get("name")
+    return Document(f"api:{kind.kind} {name}", body)
+
+
+def snapshot_documents(api: client.ApiClient) -> tuple[list[Document], list[str]]:
+    """Every object of every kind clueue reads, and notices about what could not be read."""
+    version = kueue_version(api)
+    notices = [] if version else [f"{KUEUE_GROUP} is not installed: no queues, flavors or Workloads were read"]
+    documents: list[Document] = []
+    for kind in KINDS:
+        if kind.custom and version is None:
+            continue
+        call, args = kind.list_call(api, version or "")
+        listed = call(**args)
+        items = listed["items"] if isinstance(listed, dict) else listed.items
+        documents += [to_document(api, kind, version or "", item) for item in items]
+    return documents, notices
+
+
+def read_cluster(api: client.ApiClient) -> Snapshot:
+    """The cluster's current state as a snapshot (reads only)."""
+    documents, notices = snapshot_documents(api)
+    snapshot = build_snapshot(documents)
+    return replace(snapshot, notices=tuple(notices) + snapshot.notices)

@@ -1,0 +1,76 @@
+"""The virtual-time replay on tiny scenarios whose schedule is known by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from clueue.bench.replay import replay
+from clueue.bench.scenarios import Scenario, generate, workload_object
+from tests.builders import cluster_queue, flavor, local_queue
+
+
+def scenario(cpu_quota, jobs):
+    """One ClusterQueue with ``cpu_quota`` CPUs; jobs are (name, cpu, arrival ms, runtime ms, priority)."""
+    config = (flavor("f"), cluster_queue("cq", {"f": {"cpu": cpu_quota}}), local_queue("cq", name="lq"))
+    workloads = tuple(workload_object("default", name, cls=f"c{cpu}", priority=prio, arrival_ms=at, runtime_ms=run,
+                                      pod_sets=[("main", 1, {"cpu": cpu})]) for name, cpu, at, run, prio in jobs)
+    return Scenario("tiny", 0, "hand-checked", config, workloads)
+
+
+def test_three_jobs_one_after_another():
+    # Each job takes the whole quota for 1 s: they run 0-1, 1-2, 2-3 s.
+    r = replay(scenario(2, [(f"w{i}", 2, 0, 1000, 0) for i in range(3)]), latency="zero")
+    assert r["makespanSeconds"] == 3.0
+    assert r["physicalLimitSeconds"] == 3.0 and r["makespanOverLimit"] == 1.0
+    assert r["utilization"] == 1.0
+    assert r["admissionSeconds"] == {"c2": {"average": 1.0, "max": 2.0, "count": 3}}
+    assert r["cycles"] == 3 and r["finished"] == 3 and r["neverAdmitted"] == 0
+
+
+def test_a_late_arrival_waits_for_quota_to_be_freed():
+    # w1 runs 0-500 ms; w2 arrives at 200 ms, does not fit, and is admitted when w1 finishes.
+    r = replay(scenario(1, [("w1", 1, 0, 500, 0), ("w2", 1, 200, 500, 0)]), latency="zero")
+    assert r["makespanSeconds"] == 1.0
+    assert r["admissionSeconds"]["c1"] == {"average": 0.15, "max": 0.3, "count": 2}
+    assert r["utilization"] == 1.0
+    assert r["cycles"] == 3  # at 0 (admits w1), at 200 (w2 waits), at 500 (admits w2)
+
+
+def test_cycles_are_at_least_the_interval_apart():
+    # Arrivals every 10 ms: with a 100 ms interval the second cycle sees the rest at once.
+    jobs = [(f"w{i}", 1, 10 * i, 1000, 0) for i in range(5)]
+    r = replay(scenario(10, jobs), latency="zero", min_interval_ms=100)
+    assert r["cycles"] == 2
+    assert r["admissionSeconds"]["c1"]["max"] == pytest.approx(0.09)
+    assert r["makespanSeconds"] == pytest.approx(1.1)
+
+
+def test_priority_decides_who_goes_first():
+    r = replay(scenario(1, [("low", 1, 0, 1000, 0), ("high", 1, 0, 1000, 10)]), latency="zero")
+    assert r["makespanSeconds"] == 2.0
+    assert r["admissionSeconds"]["c1"]["max"] == 1.0
+
+
+def test_work_that_can_never_fit_is_reported_not_waited_for():
+    r = replay(scenario(1, [("w", 1, 0, 100, 0), ("huge", 4, 0, 100, 0)]), latency="zero")
+    assert r["neverAdmitted"] == 1 and r["finished"] == 1
+    assert not next(t for t in r["targets"] if t["name"] == "makespan")["met"]
+
+
+def test_measured_latency_delays_admission():
+    r = replay(scenario(2, [("w", 1, 0, 1000, 0)]), latency="measured")
+    assert r["cycles"] == 1 and r["makespanSeconds"] > 1.0
+    assert r["admissionSeconds"]["c1"]["average"] > 0
+
+
+def test_baseline_targets_are_reported():
+    r = replay(generate("baseline", seed=0, scale=0.01), latency="zero")
+    names = [t["name"] for t in r["targets"]]
+    assert names == ["makespan", "whole run (Kueue threshold)", "average admission large",
+                     "average admission medium", "average admission small"]
+    assert r["finished"] == r["workloads"] == 180
+
+
+def test_unknown_latency_is_refused():
+    with pytest.raises(ValueError):
+        replay(scenario(1, []), latency="sometimes")

@@ -1,0 +1,93 @@
+"""Policy files are data: forbidden constructs are refused, and a pathological user rule fails a
+cycle clearly, naming the rule, instead of hanging or exhausting the machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from clueue.adapters.files import load_snapshot
+from clueue.engine import PolicyError, SolveError, load_policy, run_cycle
+from clueue.engine import guard
+from clueue.engine.guard import Limits, guarded_cycle
+
+from .helpers import CLUSTER, write
+
+
+@pytest.fixture(scope="module")
+def snapshot():
+    return load_snapshot([str(CLUSTER)])
+
+
+@pytest.mark.parametrize("text, construct", [
+    ("#script (python)\nimport os\n#end.\n", "#script"),
+    ('#include "/etc/hostname".\n', "#include"),
+    ("#include <incmode>.\n", "#include"),
+    ("p(X) :- X = @getenv(1).\n", "external function"),
+    ("p(@now).\n", "external function"),
+])
+def test_code_and_file_access_are_refused_before_clingo_sees_them(tmp_path, text, construct):
+    f = write(tmp_path / "evil.lp", text)
+    with pytest.raises(PolicyError, match=f"^{f}:1:.*forbidden: {construct}"):
+        load_policy([f])
+
+
+def test_weak_constraint_levels_are_not_external_calls(tmp_path):
+    f = write(tmp_path / "levels.lp", """
+        #const lvl = 15.
+        #program decide.
+        :~ choose(W,PS,G,F), F != "spot". [1@lvl,W,PS,G]
+        """)
+    assert load_policy([f]).user_files[0].path == str(f)
+
+
+def test_a_rule_that_exhausts_memory_is_named(tmp_path, snapshot):
+    f = write(tmp_path / "explode.lp", """
+        #program base.
+        n(1..20000).
+        % every pair: 400 million atoms
+        pair(X,Y) :- n(X), n(Y).
+        """)
+    with pytest.raises(PolicyError) as caught:
+        guarded_cycle(snapshot, load_policy([f]), limits=Limits(seconds=120, memory_mib=256))
+    message = str(caught.value)
+    assert message.startswith("the cycle exceeded its memory limit of 256 MiB; grounding stopped at ")
+    assert f"{f}:4:1: pair(X,Y) :- n(X); n(Y)." in message
+
+
+def test_a_rule_that_grounds_forever_is_named(tmp_path, snapshot):
+    f = write(tmp_path / "slow.lp", """
+        #program base.
+        n(1..3000).
+        #program decide.
+        ok(W) :- candidate(W).
+        % 27 billion combinations, none kept: slow, not big
+        :- n(X), n(Y), n(Z), X+Y+Z < 0.
+        """)
+    with pytest.raises(PolicyError) as caught:
+        guarded_cycle(snapshot, load_policy([f]), limits=Limits(seconds=2, memory_mib=1024))
+    message = str(caught.value)
+    assert message.startswith("the cycle exceeded its time limit of 2s; grounding stopped at ")
+    assert f"{f}:6:1: #false :- n(X); n(Y); n(Z)" in message
+
+
+def test_errors_inside_the_child_come_back_as_they_are(tmp_path, snapshot):
+    f = write(tmp_path / "never.lp", "#program decide.\n:- not admit(\"nobody/at-all\").\n")
+    with pytest.raises(SolveError, match="hard constraints fail"):
+        guarded_cycle(snapshot, load_policy([f]), limits=Limits(seconds=60))
+
+
+def test_a_guarded_cycle_gives_the_same_plan(snapshot):
+    example = CLUSTER.parent / "policies" / "low-priority-on-spot"
+    policy = load_policy([example])
+    guarded = guarded_cycle(snapshot, policy, limits=Limits(seconds=60))
+    direct = run_cycle(snapshot, policy)
+    assert [w.to_dict() for w in guarded.workloads] == [w.to_dict() for w in direct.workloads]
+    assert guarded.actions == direct.actions
+
+
+def test_the_builtin_policy_runs_in_process(snapshot, monkeypatch):
+    def no_child(*args, **kwargs):
+        raise AssertionError("the built-in policy must not pay for a child process")
+    expected = run_cycle(snapshot, load_policy()).summary()
+    monkeypatch.setattr(guard, "run_limited", no_child)
+    assert guarded_cycle(snapshot, load_policy(), limits=Limits()).summary() == expected
