@@ -123,6 +123,15 @@ def snapshot(kubeconfig: str | None, context: str | None, in_cluster: bool, fmt:
 
 
 @main.command()
+def crds() -> None:
+    """Print the CustomResourceDefinitions of the kinds clueue reads and writes (for kubectl apply)."""
+    from importlib import resources
+    files = sorted((p for p in resources.files("clueue.adapters").joinpath("crds").iterdir() if p.name.endswith(".yaml")),
+                   key=lambda p: p.name)
+    click.echo("---\n".join(p.read_text(encoding="utf-8") for p in files), nl=False)
+
+
+@main.command()
 @_cluster_options
 @_policy
 @_config
