@@ -33,6 +33,13 @@ def _cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--kubeconfig", metavar="FILE", help="Read a live cluster (read-only) instead of files.")(fn)
 
 
+def _cycle_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of every command that runs a decision cycle."""
+    for option in reversed((_cluster_options, _policy, _config, _budget, _output)):
+        fn = option(fn)
+    return fn
+
+
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn clueue's errors into one line on stderr and exit code 1."""
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -76,11 +83,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, metavar="[PATH...]")
-@_cluster_options
-@_policy
-@_config
-@_budget
-@_output
+@_cycle_options
 @_guard
 def plan(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
          policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str) -> None:
@@ -91,11 +94,7 @@ def plan(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in
 
 @main.command()
 @click.argument("args", nargs=-1, required=True, metavar="[PATH...] WORKLOAD")
-@_cluster_options
-@_policy
-@_config
-@_budget
-@_output
+@_cycle_options
 @_guard
 def explain(args: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
             policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str) -> None:

@@ -92,3 +92,10 @@ def test_missing_path_and_forbidden_policy_fail_clearly(tmp_path):
 def test_the_installed_command_runs():
     proc = subprocess.run([sys.executable, "-m", "clueue.adapters.cli", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "plan" in proc.stdout
+
+
+def test_crds_print_every_kind_clueue_reads():
+    docs = [d for d in yaml.safe_load_all(invoke("crds").output) if d]
+    kinds = {d["spec"]["names"]["kind"] for d in docs}
+    assert {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass", "Workload"} <= kinds
+    assert all(d["kind"] == "CustomResourceDefinition" for d in docs)
