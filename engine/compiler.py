@@ -203,8 +203,8 @@ def _workload_facts(out: _Facts, w: Workload, position: int, up) -> None:  # typ
         for r, v in ps.requests.items():
             out.add("pod_request", k, ps.name, r, up(r, v))
         for req in ps.node_labels:
-            for v in req.values:
-                out.add("pod_set_node_label", k, ps.name, req.key, v)
+            for value in req.values:
+                out.add("pod_set_node_label", k, ps.name, req.key, value)
         for t in ps.tolerations:
             out.add("pod_set_toleration", k, ps.name, t.key, t.operator, t.value, t.effect)
     if w.admission is not None:

@@ -66,7 +66,7 @@ class Selection:
             return 0
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         left = {tree for tree, _ in self.demand}
-        remaining = defaultdict(int)
+        remaining: dict[str, int] = defaultdict(int)
         for tree, _ in self.demand:
             remaining[tree] += 1
         for i, (tree, needs) in enumerate(self.demand):

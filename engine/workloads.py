@@ -168,7 +168,7 @@ class _Builder:
         first = min(pods, key=lambda p: p.name)
         return PodSetSpec(name, len(pods), first.requests, first.node_labels, first.tolerations)
 
-    def _infer_admission(self, queue_ns: str, queue: str, pod_sets: Mapping[str, list[Pod]]) -> Admission | None:
+    def _infer_admission(self, queue_ns: str, queue: str, pod_sets: Mapping[str, list[Pod]]) -> Admission:
         """Pods that run ungated were admitted before; find which flavors their selectors name."""
         lq = self.snap.local_queues.get(f"{queue_ns}/{queue}")
         cq = self.snap.cluster_queues.get(lq.cluster_queue) if lq else None
