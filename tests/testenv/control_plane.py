@@ -24,7 +24,6 @@ import atexit
 import base64
 import contextlib
 import datetime
-import functools
 import ipaddress
 import json
 import os
@@ -62,7 +61,7 @@ __all__ = [
     "api_error_message",
 ]
 
-#: clueue's CRDs, one file per kind (the same files the deploy manifests ship).
+#: clueue's CRDs, one YAML file per kind.
 DEFAULT_CRD_DIR = Path(__file__).resolve().parents[2] / "adapters" / "crds"
 
 #: Service network handed to the apiserver; it allocates ClusterIPs from it (nothing routes it).
@@ -246,6 +245,33 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself holds a listening TCP socket on ``port`` (Linux /proc).
+
+    A health check alone cannot tell our etcd from another test run's etcd that took the port
+    between :func:`_free_port` and our bind: the socket's inode, found among our process's file
+    descriptors, can.
+    """
+    listening: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as handle:
+            next(handle)  # header
+            for line in handle:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    listening.add(f"socket:[{inode}]")
+    if not listening:
+        return False
+    fd_dir = Path(f"/proc/{pid}/fd")
+    with contextlib.suppress(OSError):
+        for fd in fd_dir.iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) in listening:
+                    return True
+    return False
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: ask Linux to SIGKILL us when the test process dies.
 
@@ -290,17 +316,23 @@ class _Process:
             return "(no log)"
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the process group, wait for it, then SIGKILL whatever is left."""
+        """SIGTERM the process group, wait for it, then SIGKILL it if it is still there."""
+        # Signal the group only while its leader is not reaped: until then its id cannot be
+        # reused, so the signal can never reach an unrelated process.  (Neither etcd nor
+        # kube-apiserver starts children, so the leader is the whole group.)
+        if self.popen.poll() is not None:
+            return
         pgid = self.popen.pid  # session leader: its pid is the group id
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self.popen.wait(timeout=grace_s)
-        # Kill the group even if the leader exited: a child it spawned may still be there.
+            return
+        except subprocess.TimeoutExpired:
+            pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=grace_s)
+        self.popen.wait()
 
 
 def _wait_until(
@@ -377,7 +409,8 @@ class ControlPlane:
         self._etcd: _Process | None = None
         self._apiserver: _Process | None = None
         self._certs: Certificates | None = None
-        self.server: str = ""
+        self.server: str = ""  # https://127.0.0.1:<port> once started
+        self.etcd_url: str = ""  # http://127.0.0.1:<port> once started
         self.kubeconfig: Path = self.workdir / "kubeconfig"
         self.installed_crds: list[str] = []
 
@@ -405,19 +438,31 @@ class ControlPlane:
             self._write_kubeconfig()
             if self.crd_dir is not None:
                 self.install_crds(self.crd_dir)
+        except ControlPlaneError as error:
+            # Keep the logs of a failed start (and say where they are); stop the processes.
+            logs = self._log_tails()
+            self.stop(keep_workdir=True)
+            raise ControlPlaneError(f"{error}\n\n{logs}\n(kept for inspection: {self.workdir})") from None
         except BaseException:
             # Includes KeyboardInterrupt: never leave half a control plane running.
             self.stop()
             raise
         return self
 
-    def stop(self) -> None:
+    def _log_tails(self, lines: int = 15) -> str:
+        parts = []
+        for process in (self._etcd, self._apiserver):
+            if process is not None:
+                parts.append(f"last lines of {process.log_path}:\n{process.log_tail(lines)}")
+        return "\n\n".join(parts)
+
+    def stop(self, *, keep_workdir: bool = False) -> None:
         """Kill both process groups (apiserver first) and remove the working directory."""
         for process in (self._apiserver, self._etcd):
             if process is not None:
                 process.stop()
         self._apiserver = self._etcd = None
-        if self._own_workdir and not self.keep_workdir:
+        if self._own_workdir and not (self.keep_workdir or keep_workdir):
             shutil.rmtree(self.workdir, ignore_errors=True)
         atexit.unregister(self.stop)
 
@@ -444,9 +489,13 @@ class ControlPlane:
             ]
             self._progress(f"starting etcd {self.binaries.etcd_version} on {client_url}")
             process = _Process("etcd", argv, self.workdir / "etcd.log")
+            health = f"{client_url}/health"
+
+            def etcd_ready(process: _Process = process, port: int = client_port, url: str = health) -> bool:
+                return _listens_on(process.popen.pid, port) and _http_ok(url)
+
             try:
-                health = f"{client_url}/health"
-                _wait_until(functools.partial(_http_ok, health), process, "etcd /health")
+                _wait_until(etcd_ready, process, "etcd listening and healthy")
             except ControlPlaneError:
                 process.stop()
                 if attempt == 2 or "address already in use" not in process.log_tail():
@@ -494,9 +543,15 @@ class ControlPlane:
             ]
             self._progress(f"starting kube-apiserver {self.binaries.kubernetes_version} on {server}")
             process = _Process("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
+            readyz = f"{server}/readyz"
+
+            def apiserver_ready(process: _Process = process, port: int = port, url: str = readyz) -> bool:
+                # Our CA already proves identity over TLS; checking the listener keeps the rule
+                # the same as for etcd and fails fast when another process holds the port.
+                return _listens_on(process.popen.pid, port) and _http_ok(url, context)
+
             try:
-                readyz = f"{server}/readyz"
-                _wait_until(functools.partial(_http_ok, readyz, context), process, "/readyz")
+                _wait_until(apiserver_ready, process, "kube-apiserver listening and /readyz")
             except ControlPlaneError:
                 process.stop()
                 if attempt == 2 or "address already in use" not in process.log_tail():
@@ -558,7 +613,7 @@ class ControlPlane:
         with self.api_client() as api:
             # The generic custom-objects API sends and returns plain dicts.  It is used for CRDs
             # too (they are just objects under /apis/apiextensions.k8s.io/v1), so the manifests
-            # reach the apiserver byte-for-byte instead of through the client's typed models.
+            # reach the apiserver as written, not re-serialised through the client's models.
             objects = client.CustomObjectsApi(api)
             for path in files:
                 for document in yaml.safe_load_all(path.read_text()):
