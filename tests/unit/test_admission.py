@@ -252,3 +252,12 @@ def test_a_spent_time_budget_still_returns_a_plan_and_says_so():
     plan = run(one_queue(4), [pod(f"p{i}", minute=i) for i in range(3)], time_budget=1e-9)
     assert plan.solver.budget_exhausted and not plan.solver.optimal
     assert all("BudgetExhausted" in codes(plan, w.name) for w in plan.workloads)
+
+
+def test_huge_quantities_coarsen_safely_and_never_overcommit():
+    # 1Ti + 1 byte per pod: exact integers would overflow clingo's 32 bits; the unit grows, requests
+    # round up and quotas down, so 2 fit in 3Ti and the third does not.
+    objs = [flavor("default"), cluster_queue("cq", {"default": {"memory": "3Ti"}}), local_queue("cq")]
+    pods = [pod(f"p{i}", cpu=None, memory=str(2**40 + 1), minute=i) for i in range(3)]
+    plan = run(objs, pods)
+    assert [states(plan)[f"default/pod-p{i}"] for i in range(3)] == ["admitted", "admitted", "pending"]
