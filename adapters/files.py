@@ -21,6 +21,8 @@ from clueue.engine.snapshot import Snapshot, Fields, parse_selector, build_snaps
 __all__ = ["read_documents", "load_snapshot", "load_config"]
 
 _SUFFIXES = (".yaml", ".yml", ".json")
+# libyaml's loader (when PyYAML was built with it) reads large snapshots an order of magnitude faster.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _parse(text: str, source: str) -> Iterator[Document]:
@@ -29,7 +31,7 @@ def _parse(text: str, source: str) -> Iterator[Document]:
             loaded = json.loads(text)
             bodies = loaded if isinstance(loaded, list) else [loaded]
         else:
-            bodies = list(yaml.safe_load_all(text))
+            bodies = list(yaml.load_all(text, Loader=_YAML_LOADER))
     except (yaml.YAMLError, json.JSONDecodeError) as e:
         raise SnapshotError(f"not valid YAML or JSON: {e}", source=source) from None
     for i, body in enumerate(b for b in bodies if b is not None):

@@ -21,7 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from clueue.engine import Config, Plan, Policy, Snapshot, load_policy, run_cycle
 from clueue.engine.workloads import Workload, build_workloads
@@ -104,7 +104,7 @@ def admitted_by_plan(plan: Plan, workloads: Mapping[str, Workload]) -> set[str]:
             if e.state == "admitted" and e.name in workloads and workloads[e.name].admission is None}
 
 
-def resources_of(keys: Sequence[str] | set[str], workloads: Mapping[str, Workload]) -> dict[str, Fraction]:
+def resources_of(keys: Iterable[str], workloads: Mapping[str, Workload]) -> dict[str, Fraction]:
     """Total requests per resource name of the given workloads."""
     out: dict[str, Fraction] = {}
     for k in keys:

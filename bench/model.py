@@ -207,7 +207,7 @@ class Candidate:
 
     @property
     def key(self) -> str:
-        return self.workload.key
+        return str(self.workload.key)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ safe direction (requests up, quotas and limits down), so rounding never over-com
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor, gcd
@@ -59,23 +60,25 @@ def _gcd(values: Iterable[Fraction]) -> Fraction:
 
 def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> dict[str, Fraction]:
     """Per resource, the quantity one integer unit stands for (see the module docstring)."""
-    quotas: dict[str, list[Fraction]] = {}
-    demands: dict[str, list[Fraction]] = {}
+    quotas: dict[str, set[Fraction]] = defaultdict(set)
+    quota_total: dict[str, Fraction] = defaultdict(Fraction)
     for groups in [cq.resource_groups for cq in snapshot.cluster_queues.values()] + \
                   [c.resource_groups for c in snapshot.cohorts.values()]:
         for g in groups:
             for fq in g.flavors:
                 for r, q in fq.resources.items():
-                    quotas.setdefault(r, []).extend(v for v in (q.nominal, q.borrowing_limit, q.lending_limit) if v is not None)
-    for w in workloads:
-        for ps in w.pod_sets:
-            for r, v in ps.requests.items():
-                demands.setdefault(r, []).append(v * max(ps.count, 1))
-                quotas.setdefault(r, []).append(v)
+                    for v in (q.nominal, q.borrowing_limit, q.lending_limit):
+                        if v is not None:
+                            quotas[r].add(v)
+                            quota_total[r] += v
+    # Many workloads ask the same: count each (request, pod count) once, then multiply.
+    asks: Counter[tuple[str, Fraction, int]] = Counter(
+        (r, v, max(ps.count, 1)) for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
     units = {}
-    for r in sorted(set(quotas) | set(demands)):
-        unit = _gcd(quotas.get(r, []) + demands.get(r, []))
-        total = (sum(quotas.get(r, [])) + sum(demands.get(r, []))) / unit
+    for r in sorted(set(quotas) | {r for r, _, _ in asks}):
+        mine = [(v, count, times) for (res, v, count), times in asks.items() if res == r]
+        unit = _gcd(quotas[r] | {v for v, _, _ in mine} | {v * count for v, count, _ in mine})
+        total = (quota_total[r] + sum((v * count * times for v, count, times in mine), Fraction(0))) / unit
         if total > _MAX_TOTAL:
             unit *= ceil(total / _MAX_TOTAL)
         units[r] = unit
@@ -156,14 +159,18 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     for c in snapshot.cohorts.values():
         quota_facts(Node("cohort", c.name), c.resource_groups)
 
-    namespaces = sorted({w.namespace for w in live})
     for cq in snapshot.cluster_queues.values():
         _cluster_queue_facts(out, cq, quota_facts)
-        for ns in namespaces:
-            if _selects(cq.namespace_selector, _namespace_labels(snapshot, ns)):
-                out.add("cq_namespace", cq.name, ns)
+    # A namespace matters to a ClusterQueue only through a LocalQueue of that namespace pointing
+    # to it, so only those pairs are checked (not every ClusterQueue against every namespace).
+    queued = {(w.namespace, w.queue) for w in live}
     for lq in snapshot.local_queues.values():
         out.add("local_queue", lq.namespace, lq.name, lq.cluster_queue)
+    pairs = {(lq.cluster_queue, lq.namespace) for lq in snapshot.local_queues.values()
+             if (lq.namespace, lq.name) in queued and lq.cluster_queue in snapshot.cluster_queues}
+    for cq, ns in sorted(pairs):
+        if _selects(snapshot.cluster_queues[cq].namespace_selector, _namespace_labels(snapshot, ns)):
+            out.add("cq_namespace", cq, ns)
 
     for position, w in enumerate(live):
         _workload_facts(out, w, position, up)

@@ -217,6 +217,7 @@ class _FifoHeads:
     def __init__(self, decision: Decision, explanation: Explanation, proxy: Mapping[str, str],
                  unsolved: tuple[str, ...]) -> None:
         self.decision = decision
+        self.solved = set(decision.ranked)
         self.groups = explanation.fifo_groups
         self.proxy = proxy
         self.head_of_group = {group: head for head, group in decision.fifo_head_of.items()}
@@ -228,7 +229,7 @@ class _FifoHeads:
     def head(self, key: str, explainer: str) -> str | None:
         if key in self.decision.fifo_blocked:
             return self.decision.fifo_blocked[key]
-        if key in self.decision.ranked:
+        if key in self.solved:
             return None
         head = self.head_of_group.get(self.groups.get(explainer, ""))
         return None if head == key else head
@@ -245,11 +246,11 @@ class _AdmittedAhead:
                  workloads: Mapping[str, Workload]) -> None:
         self.rank = rank
         self.workloads = workloads
-        self.by_tree: dict[Any, list[tuple[int, str, frozenset[tuple[str, str]]]]] = {}
+        self.by_tree: dict[Any, list[tuple[int, str, frozenset[tuple[str, str]], tuple[int, int, str]]]] = {}
         for w, chosen in decision.assignments.items():
             tree = explanation.tree_roots.get(explanation.cluster_queues.get(w, ""))
             used = frozenset((f, r) for (_, r), f in chosen.items())
-            self.by_tree.setdefault(tree, []).append((rank.get(w, len(rank)), w, used))
+            self.by_tree.setdefault(tree, []).append((rank.get(w, len(rank)), w, used, self._key(w)))
         for admitted in self.by_tree.values():
             admitted.sort(reverse=True)
         self.tree_of = {w: explanation.tree_roots.get(q) for w, q in explanation.cluster_queues.items()}
@@ -265,8 +266,8 @@ class _AdmittedAhead:
             return []
         admitted = self.by_tree.get(self.tree_of.get(explainer), ())
         if key in self.rank:
-            ahead = (w for r, w, used in admitted if r < self.rank[key] and used & short)
+            ahead = (w for r, w, used, _ in admitted if r < self.rank[key] and used & short)
         else:
             mine = self._key(key)
-            ahead = (w for _, w, used in admitted if self._key(w) < mine and used & short)
+            ahead = (w for _, w, used, theirs in admitted if theirs < mine and used & short)
         return list(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))

@@ -82,7 +82,8 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        'cq_flavor("team-a",0,"on-demand",0).'),
     _p("cq_resource(Q,G,R)", "str int str", "Resource group G of ClusterQueue Q covers resource R.",
        'cq_resource("team-a",0,"cpu").'),
-    _p("cq_namespace(Q,NS)", "str str", "The namespaceSelector of ClusterQueue Q selects namespace NS.",
+    _p("cq_namespace(Q,NS)", "str str", "The namespaceSelector of ClusterQueue Q selects namespace NS "
+       "(emitted for the pairs a LocalQueue of NS pointing to Q connects).",
        'cq_namespace("team-a","research").'),
     _p("queueing_strategy(Q,S)", "str str", "ClusterQueue Q orders its queue by S: BestEffortFIFO or StrictFIFO.",
        'queueing_strategy("team-a","StrictFIFO").'),

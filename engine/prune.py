@@ -25,6 +25,7 @@ exact, as long as they tell workloads apart by their facts and not by their name
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -120,10 +121,16 @@ def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Frac
 
 
 def _needs(w: Workload) -> dict[str, Fraction]:
+    return _pod_set_needs(tuple((ps.count, tuple(sorted(ps.requests.items()))) for ps in w.pod_sets))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pod_set_needs(pod_sets: tuple[tuple[int, tuple[tuple[str, Fraction], ...]], ...]) -> dict[str, Fraction]:
+    # Workloads of one shape ask the same: compute it once.
     needs: dict[str, Fraction] = defaultdict(Fraction)
-    for ps in w.pod_sets:
-        for r, v in ps.requests.items():
-            needs[r] += v * ps.count
+    for count, requests in pod_sets:
+        for r, v in requests:
+            needs[r] += v * count
     return dict(needs)
 
 

@@ -11,6 +11,7 @@ Fraction(1, 2)
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -55,6 +56,7 @@ def parse_quantity(value: object) -> Fraction:
     return -number if match["sign"] == "-" else number
 
 
+@functools.lru_cache(maxsize=1024)
 def format_quantity(value: Fraction) -> str:
     """Print a quantity in the shortest exact Kubernetes notation.
 
