@@ -296,9 +296,14 @@ def flavors(seed: int = 0, scale: float = 1.0) -> Scenario:
 
 
 def gangs(seed: int = 0, scale: float = 1.0) -> Scenario:
-    """6 cohorts x 4 CQs; workloads of 1-3 pod sets over an on-demand and a spot flavor."""
+    """6 cohorts x 4 CQs; workloads of 1-3 pod sets over an on-demand and a spot flavor.
+
+    Each ClusterQueue may borrow only a little (borrowing limit 4 CPU per flavor), so a gang
+    placed pod set by pod set in the first flavor with room can strand the capacity a later
+    gang needs whole.
+    """
     rng = random.Random(seed)
-    quotas = (("on-demand", 24, 96), ("spot", 40, 160))
+    quotas = (("on-demand", 16, 64), ("spot", 24, 96))
     config: list[Obj] = [_flavor(f) for f, _, _ in quotas]
     workloads: list[Obj] = []
     cohort_names = [f"cohort-{c}" for c in range(6)]
@@ -306,21 +311,21 @@ def gangs(seed: int = 0, scale: float = 1.0) -> Scenario:
         for q in range(4):
             cq, ns = f"cq-{c}-{q}", f"ns-{c}-{q}"
             config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
-                cq, cohort, [(f, [_quota("cpu", cpu, cpu), _quota("memory", f"{mem}Gi", f"{mem}Gi")])
+                cq, cohort, [(f, [_quota("cpu", cpu, 4), _quota("memory", f"{mem}Gi", "16Gi")])
                              for f, cpu, mem in quotas], covered=("cpu", "memory"))]
-            for i, t in enumerate(_arrivals(rng, _scaled(10, scale), 60_000)):
+            for i, t in enumerate(_arrivals(rng, _scaled(8, scale), 60_000)):
                 shape = rng.choice(("single", "pair", "triple"))
                 pod_sets: list[tuple[str, int, Mapping[str, int | str]]] = []
                 if shape != "single":
                     pod_sets.append(("launcher", 1, {"cpu": 1, "memory": "2Gi"}))
-                per = rng.choice((1, 2, 3, 4))
-                pod_sets.append(("workers", rng.choice((2, 3, 4, 6, 8)), {"cpu": per, "memory": f"{4 * per}Gi"}))
+                per = rng.choice((3, 5))
+                pod_sets.append(("workers", rng.choice((2, 3, 4)), {"cpu": per, "memory": f"{4 * per}Gi"}))
                 if shape == "triple":
                     pod_sets.append(("evaluator", rng.choice((1, 2)), {"cpu": 2, "memory": "8Gi"}))
                 workloads.append(workload_object(
                     ns, f"gang-{i:04d}", cls=f"gang-{shape}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
                     runtime_ms=rng.randrange(2_000, 20_000, 100), pod_sets=pod_sets))
-    return Scenario("gangs", seed, "pod groups of 1-3 pod sets over on-demand (24 CPU) and spot (40 CPU)",
+    return Scenario("gangs", seed, "pod groups of 1-3 pod sets over on-demand (16 CPU) and spot (24 CPU)",
                     _ordered(config), tuple(workloads), scale, {"cohorts": tuple(cohort_names)})
 
 

@@ -7,6 +7,7 @@ candidates, only if the first prefix could not be shown to decide the whole back
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from dataclasses import dataclass
@@ -142,8 +143,14 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
 
 
 def _pod_sets(w: Workload) -> tuple[PodSetRequest, ...]:
-    return tuple(PodSetRequest(ps.name, ps.count, {r: format_quantity(v) for r, v in ps.requests.items()})
-                 for ps in w.pod_sets)
+    return _pod_set_requests(tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in w.pod_sets))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pod_set_requests(pod_sets: tuple[tuple[str, int, tuple[tuple[str, Fraction], ...]], ...]) -> tuple[PodSetRequest, ...]:
+    # A backlog repeats a few shapes many times: build each shape's entry once.
+    return tuple(PodSetRequest(name, count, {r: format_quantity(v) for r, v in requests})
+                 for name, count, requests in pod_sets)
 
 
 def _state(reasons: tuple[Reason, ...]) -> str:
@@ -254,6 +261,7 @@ class _AdmittedAhead:
         for admitted in self.by_tree.values():
             admitted.sort(reverse=True)
         self.tree_of = {w: explanation.tree_roots.get(q) for w, q in explanation.cluster_queues.items()}
+        self.closest: dict[tuple[Any, frozenset[tuple[str, str]]], list[str]] = {}
 
     def _key(self, key: str) -> tuple[int, int, str]:
         w = self.workloads[key]
@@ -261,7 +269,7 @@ class _AdmittedAhead:
 
     def before(self, key: str, explainer: str, reasons: tuple[Reason, ...]) -> list[str]:
         """Up to three admitted workloads ranked just before ``key`` that use quota it lacks."""
-        short = {(r.details["flavor"], r.details["resource"]) for r in reasons if r.code == "InsufficientQuota"}
+        short = frozenset((r.details["flavor"], r.details["resource"]) for r in reasons if r.code == "InsufficientQuota")
         if not short:
             return []
         admitted = self.by_tree.get(self.tree_of.get(explainer), ())
@@ -269,5 +277,13 @@ class _AdmittedAhead:
             ahead = (w for r, w, used, _ in admitted if r < self.rank[key] and used & short)
         else:
             mine = self._key(key)
+            if admitted and admitted[0][3] < mine:  # ranked after every admitted one: a common answer
+                return self._after_all(self.tree_of.get(explainer), short)
             ahead = (w for _, w, used, theirs in admitted if theirs < mine and used & short)
         return list(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
+
+    def _after_all(self, tree: Any, short: frozenset[tuple[str, str]]) -> list[str]:
+        if (tree, short) not in self.closest:
+            ahead = (w for _, w, used, _ in self.by_tree.get(tree, ()) if used & short)
+            self.closest[(tree, short)] = list(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
+        return self.closest[(tree, short)]
