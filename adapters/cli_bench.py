@@ -6,6 +6,7 @@ Only parses options and calls :mod:`clueue.bench`; docs/benchmarks.md explains e
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -13,6 +14,7 @@ from rich.console import Console
 from clueue.bench.report import environment, progress_bar, render, to_json
 from clueue.bench.runner import BenchOptions, run_benchmarks, units
 from clueue.bench.scenarios import SCENARIO_NAMES, generate, write_snapshot
+from clueue.engine import ClueueError, load_policy
 
 __all__ = ["bench"]
 
@@ -32,9 +34,11 @@ __all__ = ["bench"]
 @click.option("--write-snapshot", "write_dir", metavar="DIR",
               help="Write each scenario as snapshot files under DIR/<scenario>/ and exit.")
 @click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--policy", "policies", multiple=True, metavar="PATH",
+              help="Extra policy file or directory, as for `clueue plan`; a file named like a built-in one replaces it.")
 @click.option("--in-process", is_flag=True, help="Run in this process (memory figures then add up across scenarios).")
 def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, replay: bool, replay_latency: str,
-          time_budget: float, write_dir: str | None, fmt: str, in_process: bool) -> None:
+          time_budget: float, write_dir: str | None, fmt: str, policies: tuple[str, ...], in_process: bool) -> None:
     """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
 
     Prints a table (with a progress bar on stderr) or, with -o json, a JSON report for
@@ -47,7 +51,11 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
                 click.echo(str(path))
         return
     options = BenchOptions(repeat=repeat, seed=seed, scale=scale, time_budget=time_budget, replay=replay,
-                           latency=replay_latency)
+                           latency=replay_latency, policies=tuple(str(Path(p).resolve()) for p in policies))
+    try:
+        load_policy(options.policies)  # fail here, not in every benchmark process
+    except ClueueError as e:
+        raise click.ClickException(str(e)) from None
     err = Console(stderr=True)
     env = environment()
     with progress_bar(err, names, units(options)) as update:

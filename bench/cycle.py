@@ -190,6 +190,7 @@ def cycle_benchmark(scenario: Scenario, *, repeat: int = 3, time_budget: float =
         "shape": scenario.summary(),
         "repeat": repeat,
         "timeBudgetSeconds": time_budget,
+        "policyDigest": plan.policy_digest,
         "loadSeconds": round(load_seconds, 4),
         "pending": sum(1 for w in built.values() if w.admission is None and not w.finished),
         "timings": {p: {k: round(v, 4) for k, v in spread(vs).items()} for p, vs in timings.items()},

@@ -13,6 +13,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from clueue.engine import load_policy
+
 from .cycle import cycle_benchmark
 from .replay import replay
 from .scenarios import generate
@@ -31,6 +33,7 @@ class BenchOptions:
     time_budget: float = 10.0
     replay: bool = False
     latency: str = "measured"
+    policies: tuple[str, ...] = ()  # extra or overriding policy files, as for `clueue plan --policy`
 
 
 def units(options: BenchOptions) -> float:
@@ -44,6 +47,7 @@ def run_scenario(name: str, options: BenchOptions, progress: Progress | None = N
     total = units(options)
     report(name, "generating", 0, total)
     scenario = generate(name, seed=options.seed, scale=options.scale)
+    policy = load_policy(options.policies)
     done = [0.0]
 
     def on_cycle(what: str) -> None:
@@ -52,14 +56,14 @@ def run_scenario(name: str, options: BenchOptions, progress: Progress | None = N
         report(name, what, done[0], total)
 
     result: dict[str, Any] = {"scenario": name, "cycle": cycle_benchmark(
-        scenario, repeat=options.repeat, time_budget=options.time_budget, progress=on_cycle)}
+        scenario, repeat=options.repeat, time_budget=options.time_budget, policy=policy, progress=on_cycle)}
     done[0] = float(options.repeat)
     report(name, "cycles done", done[0], total)
     if options.replay:
         def on_replay(finished: int, all_: int) -> None:
             report(name, f"replay {finished}/{all_} finished", options.repeat + 100.0 * finished / max(all_, 1), total)
         result["replay"] = replay(scenario, time_budget=options.time_budget, latency=options.latency,
-                                  progress=on_replay)
+                                  policy=policy, progress=on_replay)
     report(name, "done", total, total)
     return result
 

@@ -122,12 +122,12 @@ def _atoms(ctl: clingo.Control, name: str, arity: int) -> Iterable[clingo.Symbol
     return ctl.symbolic_atoms.by_signature(name, arity)
 
 
-def _solve(ctl: clingo.Control, deadline: float, *,
+def _solve(ctl: clingo.Control, deadline: float, *, assumptions: Sequence[int] = (),
            on_model: Callable[[clingo.Model], None] | None = None) -> tuple[clingo.SolveResult | None, bool]:
     """Solve until ``deadline``; returns (result, finished). An unfinished solve is cancelled."""
     if time.monotonic() >= deadline:
         return None, False
-    with ctl.solve(on_model=on_model, async_=True) as handle:
+    with ctl.solve(assumptions=list(assumptions), on_model=on_model, async_=True) as handle:
         finished = handle.wait(max(0.0, deadline - time.monotonic()))
         if not finished:
             handle.cancel()
@@ -171,16 +171,19 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
 
     The admitted set is the lexicographically greatest one in rank order: a candidate is
     admitted whenever it fits together with every higher-ranked candidate admitted (whose
-    flavors may change). One solve computes it: a domain heuristic makes the solver decide
-    ``admit/1`` atoms first, in rank order, trying "admitted" first. With a static decision
-    order and sign, the first model conflict-driven search finds is the lexicographically
-    greatest over those atoms: if a greater model existed, the first atom where it differs was
-    set to false by propagation from earlier decisions alone, all of which that model shares, so
-    it could not be a model. The weak constraints then pick the flavors of that set.
+    flavors may change). One solve usually computes it: a domain heuristic makes the solver
+    decide ``admit/1`` atoms first, in rank order, trying "admitted" first. With a static
+    decision order and sign, the first model conflict-driven search finds is the
+    lexicographically greatest over those atoms: if a greater model existed, the first atom
+    where it differs was set to false by propagation from earlier decisions alone, all of which
+    that model shares, so it could not be a model. The weak constraints then pick the flavors.
+
+    When flavors are hard to pack, that search can take long; after a share of the budget the
+    candidates are checked one by one instead (:func:`_rank_checks`), which is never worse than
+    Kueue's greedy order and says when it could not prove more.
 
     StrictFIFO groups (``fifo_group/2``) are chained: a member is admitted only if the member
-    ranked just before it is. If the budget runs out before the first model, nothing new is
-    admitted and the plan says so.
+    ranked just before it is.
 
     Raises:
         PolicyError: a policy file does not parse or ground.
@@ -208,18 +211,19 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     _order_decisions(ctl, ranked, admit_atom, groups, keys)
 
     first: dict[str, Any] = {}
-
-    def on_first(model: clingo.Model) -> None:
-        first["admitted"] = {s.arguments[0].string for s in model.symbols(shown=True) if s.name == "admit"}
-
-    result, finished = _solve(ctl, deadline, on_model=on_first)
+    result, finished = _solve(ctl, min(deadline, grounded + _ONE_SHOT_SHARE * budget),
+                              on_model=lambda m: first.update(_record(m)))
     if finished and result is not None and result.unsatisfiable:
         raise SolveError("the policy's hard constraints fail even when nothing new is admitted: "
                          "check the integrity constraints of your policy files")
-    exhausted = "admitted" not in first
-    effort = ctl.statistics["solving"]["solvers"]
-    first_effort = (int(effort["choices"]), int(effort["conflicts"]))
-    admitted = first.get("admitted", set())
+    effort = _effort(ctl)
+    if "symbols" in first:
+        admitted = {t.args[0] for t in first["symbols"] if t.name == "admit"}
+        checked = _Checked(admitted, first, (), False)
+    else:
+        checked = _rank_checks(ctl, ranked, admit_atom, deadline)
+        admitted = checked.admitted
+        effort = tuple(a + b for a, b in zip(effort, _effort(ctl)))  # type: ignore[assignment]
     with ctl.backend() as backend:  # the admitted set is decided: fix it, then optimize flavors
         for w, atom in admit_atom.items():
             backend.add_rule([], [-atom] if w in admitted else [atom])
@@ -227,20 +231,15 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     ctl.configuration.solve.opt_mode = "opt"
     ctl.configuration.solve.models = 0
     best: dict[str, Any] = {}
-
-    def on_model(model: clingo.Model) -> None:
-        shown = model.symbols(shown=True)
-        best["symbols"] = [to_python(s) for s in shown if s.name != "draw"]
-        best["draws"] = tuple(f"{s}." for s in shown if s.name == "draw")
-        best["cost"] = tuple(model.cost)
-        best["proven"] = model.optimality_proven
-
-    # If the budget is spent, allow a short grace period to find any model of the fixed set.
+    # If the budget is spent, allow a short grace period to improve on what is known.
     final_deadline = max(deadline, time.monotonic() + max(1.0, 0.1 * budget))
-    result, finished = _solve(ctl, final_deadline, on_model=on_model)
+    result, finished = _solve(ctl, final_deadline, on_model=lambda m: best.update(_record(m)))
     if "symbols" not in best:
-        raise SolveError("no plan found within the time budget; raise --time-budget")
-    optimal = finished and not exhausted and (bool(best["proven"]) or not best["cost"] or bool(result and result.exhausted))
+        if checked.model is None:
+            raise SolveError("no plan found within the time budget; raise --time-budget")
+        best, finished = dict(checked.model), False
+    proven = finished and (bool(best["proven"]) or not best["cost"] or bool(result and result.exhausted))
+    optimal = proven and not checked.unevaluated and not checked.unsure
 
     choices: dict[str, list[tuple[str, int, str]]] = {}
     assignments: dict[str, dict[tuple[str, str], str]] = {}
@@ -262,13 +261,82 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
             elif head is None and w not in admitted:
                 head = w
                 fifo_head_of[w] = group
-    search = ctl.statistics["solving"]["solvers"]  # of the last solve; add the first one's
+    last = _effort(ctl)
     stats = SolveStats(ground_seconds=grounded - start, solve_seconds=time.monotonic() - grounded,
-                       choices=first_effort[0] + int(search["choices"]),
-                       conflicts=first_effort[1] + int(search["conflicts"]),
-                       optimal=optimal, budget_exhausted=exhausted, cost=best["cost"])
+                       choices=effort[0] + last[0], conflicts=effort[1] + last[1],
+                       optimal=optimal, budget_exhausted=bool(checked.unevaluated), cost=best["cost"])
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
-                    fifo_blocked, fifo_head_of, tuple(w for w in ranked if exhausted), stats, best["draws"])
+                    fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"])
+
+
+_ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one
+
+
+def _record(model: clingo.Model) -> dict[str, Any]:
+    """A model's decision, decoded (a Model must not outlive its callback)."""
+    shown = model.symbols(shown=True)
+    return {"symbols": [to_python(s) for s in shown if s.name != "draw"],
+            "draws": tuple(f"{s}." for s in shown if s.name == "draw"),
+            "chosen": [s for s in shown if s.name == "choose"],
+            "cost": tuple(model.cost), "proven": model.optimality_proven}
+
+
+def _effort(ctl: clingo.Control) -> tuple[int, int]:
+    """Choices and conflicts of the last solve."""
+    solvers = ctl.statistics["solving"]["solvers"]
+    return int(solvers["choices"]), int(solvers["conflicts"])
+
+
+@dataclass(frozen=True)
+class _Checked:
+    admitted: set[str]
+    model: dict[str, Any] | None  # the last model found, a fallback plan
+    unevaluated: tuple[str, ...]  # candidates the budget did not reach
+    unsure: bool  # some candidate was left out because its check ran out of time
+
+
+def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
+                 deadline: float) -> _Checked:
+    """Decide candidates one by one in rank order, each for good before the next.
+
+    For each candidate, check (a) keeps the flavors of everything admitted so far and lets only
+    the candidate choose: mostly propagation, and with the flavor heuristic exactly Kueue's
+    first fit. If that fails, check (b) lets every admitted workload change flavor, within a
+    short time limit. Until a (b) check first succeeds, the assignment evolves as greedy's does;
+    a (b) success puts the admitted set ahead of greedy's in rank order. So the result is never
+    worse than greedy, even when (b) checks run out of time (then ``unsure`` is set).
+    """
+    choose_literal = {a.symbol: a.literal for a in _atoms(ctl, "choose", 4)}
+    with ctl.backend() as backend:  # a check is about one candidate: the ones after it stay out
+        for atom in admit_atom.values():
+            backend.add_heuristic(atom, clingo.backend.HeuristicType.Sign, -1, 2, [])
+    admitted: set[str] = set()
+    flavors: list[int] = []
+    last: dict[str, Any] | None = None
+    unsure = False
+    for position, w in enumerate(ranked):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _Checked(admitted, last, tuple(ranked[position:]), unsure)
+        lit = admit_atom.get(w)
+        ok = False
+        if lit is not None:
+            limit = time.monotonic() + max(0.02, min(left, 2 * left / (len(ranked) - position)))
+            found: dict[str, Any] = {}
+            for assumptions in (flavors + [lit], [lit]):
+                result, finished = _solve(ctl, limit, assumptions=assumptions, on_model=lambda m: found.update(_record(m)))
+                ok = bool(finished and result is not None and result.satisfiable)
+                if ok:
+                    break
+                unsure = unsure or not finished
+        with ctl.backend() as backend:
+            if lit is not None:
+                backend.add_rule([], [-lit] if ok else [lit])
+        if ok:
+            admitted.add(w)
+            last = found
+            flavors = [choose_literal[s] for s in found["chosen"]]
+    return _Checked(admitted, last, (), unsure)
 
 
 def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) -> Explanation:

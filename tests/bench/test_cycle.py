@@ -84,3 +84,22 @@ def test_each_scenario_runs_in_its_own_process():
     assert "error" not in r, r.get("error")
     assert r["cycle"]["pending"] == 16 and r["cycle"]["memory"]["peakReset"] in (True, False)
     assert seen[0][:2] == ("fragmentation", "generating") and seen[-1][1] == "done"
+
+
+def test_bench_measures_a_policy_given_with_policy(tmp_path):
+    extra = tmp_path / "no-large.lp"
+    extra.write_text("#program decide.\n:- admit(W), pod_request(W,_,\"cpu\",A), A >= 20.\n")
+    args = ["bench", "--scenario", "baseline", "--scale", "0.01", "--repeat", "1", "--in-process", "-o", "json"]
+    plain = json.loads(CliRunner().invoke(main, args).stdout)["scenarios"][0]["cycle"]
+    changed = CliRunner().invoke(main, [*args, "--policy", str(extra)])
+    assert changed.exit_code == 0, changed.output
+    cycle = json.loads(changed.stdout)["scenarios"][0]["cycle"]
+    assert cycle["policyDigest"] != plain["policyDigest"]
+    assert cycle["clueue"]["admitted"] > 30  # no large workload: the cohorts fill with medium and small ones
+
+
+def test_bench_refuses_a_broken_policy(tmp_path):
+    broken = tmp_path / "broken.lp"
+    broken.write_text("this is not ASP\n")
+    result = CliRunner().invoke(main, ["bench", "--scenario", "baseline", "--scale", "0.01", "--policy", str(broken)])
+    assert result.exit_code == 1 and "broken.lp" in result.output

@@ -81,3 +81,14 @@ def test_admitted_set_equals_brute_force(seed):
     admitted = {w.name for w in plan.workloads if w.state == "admitted"}
     assert admitted == brute_force(queues, pods)
     assert plan.solver.optimal
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_one_by_one_fallback_finds_the_same_set(seed, monkeypatch):
+    # With no time for the one-shot search, candidates are checked one by one (solver._rank_checks).
+    from clueue.engine import solver
+    monkeypatch.setattr(solver, "_ONE_SHOT_SHARE", 0.0)
+    rng = random.Random(seed)
+    queues, pods = random_cluster(rng)
+    plan = run(objects(queues, pods))
+    assert {w.name for w in plan.workloads if w.state == "admitted"} == brute_force(queues, pods)
