@@ -13,7 +13,7 @@ the extra one is never admitted and stands for them in the explanation.
 
 *Prefixes.* The best admitted set in rank order, restricted to the first k candidates, is the
 best admitted set of those k alone: no later candidate changes an earlier decision. The cycle
-solves a prefix large enough to fill every quota tree twice over; if afterwards no remaining
+solves a prefix asking twice what every quota tree has free; if afterwards no remaining
 candidate could fit on its own on top of that decision (the explanation pass computes this from
 the remaining headroom), the decision is the one the whole backlog would give. Otherwise the
 prefix grows and the cycle solves again.
@@ -59,10 +59,10 @@ class Selection:
     stand_in: Mapping[str, str] = field(default_factory=dict)
     shape: Mapping[str, int] = field(default_factory=dict)
     demand: tuple[tuple[str, Mapping[str, Fraction]], ...] = ()  # per ranked member: its tree, its needs
-    capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> total
+    capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
 
     def prefix(self, fill: int = _FILL) -> int:
-        """The shortest prefix of ``ranked`` asking ``fill`` times what every tree holds."""
+        """The shortest prefix of ``ranked`` asking ``fill`` times what every tree has free."""
         if not self.ranked:
             return 0
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -166,4 +166,20 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
         stand_in.update({w.key: members[limit - 1].key for w in members[limit:]})
     kept.sort(key=_rank_key)
     demand = tuple((tree_of[queues[f"{w.namespace}/{w.queue}"]], _needs(w)) for w in kept)
-    return Selection(tuple(fixed), tuple(kept), stand_in, shape, demand, totals)
+    return Selection(tuple(fixed), tuple(kept), stand_in, shape, demand, _free(fixed, queues, tree_of, totals))
+
+
+def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],
+          totals: Mapping[str, Mapping[str, Fraction]]) -> dict[str, dict[str, Fraction]]:
+    """What each tree's nominal quota leaves once admitted workloads are counted: the first
+    prefix asks for twice this, so that a busy cluster is decided in one round."""
+    free = {tree: dict(res) for tree, res in totals.items()}
+    for w in fixed:
+        tree = tree_of.get(queues.get(f"{w.namespace}/{w.queue}", ""))
+        if w.admission is None or w.finished or tree not in free:
+            continue
+        for ps in w.pod_sets:
+            for r, v in ps.requests.items():
+                if r in free[tree]:
+                    free[tree][r] = max(Fraction(0), free[tree][r] - v * w.admitted_count(ps.name))
+    return free

@@ -231,8 +231,10 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     ctl.configuration.solve.opt_mode = "opt"
     ctl.configuration.solve.models = 0
     best: dict[str, Any] = {}
-    # If the budget is spent, allow a short grace period to improve on what is known.
-    final_deadline = max(deadline, time.monotonic() + max(1.0, 0.1 * budget))
+    # Choosing among plans that admit the same set is a tie-break: it gets a share of the budget
+    # (and a short grace period when the budget is spent, to find any plan of that set).
+    now = time.monotonic()
+    final_deadline = max(min(deadline, now + _OPTIMIZE_SHARE * budget), now + _GRACE_SECONDS)
     result, finished = _solve(ctl, final_deadline, on_model=lambda m: best.update(_record(m)))
     if "symbols" not in best:
         if checked.model is None:
@@ -270,6 +272,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
 
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one
+_OPTIMIZE_SHARE = 0.2  # of the budget for the flavor preferences among plans admitting the same set
+_GRACE_SECONDS = 1.0  # beyond a spent budget, to find some plan of the admitted set
 
 
 def _record(model: clingo.Model) -> dict[str, Any]:
