@@ -62,22 +62,26 @@ class Selection:
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
 
     def prefix(self, fill: int = _FILL) -> int:
-        """The shortest prefix of ``ranked`` asking ``fill`` times what every tree has free."""
+        """The shortest prefix of ``ranked`` that asks, of every tree, ``fill`` times what it has
+        free, counting only candidates small enough for what is free (a bigger one cannot take
+        any of it, so it does not bring the tree closer to full)."""
         if not self.ranked:
             return 0
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-        left = {tree for tree, _ in self.demand}
         remaining: dict[str, int] = defaultdict(int)
         for tree, _ in self.demand:
             remaining[tree] += 1
+        open_trees = set(remaining)
         for i, (tree, needs) in enumerate(self.demand):
             remaining[tree] -= 1
-            for r, v in needs.items():
-                asked[tree][r] += v
-            if tree in left and (remaining[tree] == 0 or all(
-                    asked[tree][r] >= fill * total for r, total in self.capacity[tree].items() if total > 0)):
-                left.discard(tree)
-            if not left:
+            free = self.capacity.get(tree, {})
+            if all(v <= free.get(r, Fraction(0)) for r, v in needs.items()):
+                for r, v in needs.items():
+                    asked[tree][r] += v
+            if tree in open_trees and (remaining[tree] == 0 or all(
+                    asked[tree][r] >= fill * total for r, total in free.items() if total > 0)):
+                open_trees.discard(tree)
+            if not open_trees:
                 return i + 1
         return len(self.ranked)
 
