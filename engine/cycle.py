@@ -193,8 +193,6 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), done.compiled))
             if w.key in decision.unevaluated:
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
-            if not reasons and w.key in explanation.might_fit:
-                reasons += (make_reason("NoCombinedFit"),)
             shared[w.key] = (_state(reasons), reasons)
     ahead = _AdmittedAhead(decision, explanation, rank, by_key)
     fifo = _FifoHeads(decision, explanation, proxy, done.unsolved)
@@ -211,6 +209,8 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             behind = ahead.before(w.key, explainer, reasons)
             if behind:
                 extra.append(make_reason("WaitsBehind", workloads=behind))
+        if not reasons and not extra and explainer in explanation.might_fit:
+            extra.append(make_reason("NoCombinedFit"))  # nothing else explains it
         entries[w.key] = WorkloadEntry(
             name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
             origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w),

@@ -55,6 +55,7 @@ def test_strict_fifo_blocks_behind_the_head():
     plan = run(one_queue(2, strategy="StrictFIFO"), workload("held", cpu=1, admitted_in=("cq", "default")),
                pod("head", cpu=2, minute=0), pod("small", cpu=1, minute=1))
     assert states(plan)["default/pod-small"] == "pending"
+    assert codes(plan, "default/pod-small") == ["StrictFIFOBlocked"]  # it fits: only the head holds it back
     assert reason(plan, "default/pod-small", "StrictFIFOBlocked").details == {"head": "default/pod-head"}
 
 
