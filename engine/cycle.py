@@ -106,8 +106,10 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
             break
         cut = min(len(selection.ranked), max(cut * 4, selection.prefix(4 ** rounds * 2)))
     t2 = time.monotonic()
+    # Stopped by the budget with candidates beyond the prefix that might have fit: say so.
+    cut_short = frozenset() if done.complete or cut == len(selection.ranked) else frozenset(done.unsolved)
 
-    entries, actions = _assemble(snapshot, built.workloads, done, config)
+    entries, actions = _assemble(snapshot, built.workloads, done, config, cut_short)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = done.decision.stats
@@ -115,8 +117,8 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
         compile_seconds=t1 - t0, ground_seconds=stats.ground_seconds, solve_seconds=stats.solve_seconds,
         explain_seconds=t2 - t1 - stats.ground_seconds - stats.solve_seconds,
         total_seconds=time.monotonic() - t0,
-        optimal=stats.optimal and (done.complete or cut == len(selection.ranked)),
-        budget_seconds=config.time_budget, budget_exhausted=stats.budget_exhausted,
+        optimal=stats.optimal and not cut_short,
+        budget_seconds=config.time_budget, budget_exhausted=stats.budget_exhausted or bool(cut_short),
         candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
@@ -157,7 +159,8 @@ def _state(reasons: tuple[Reason, ...]) -> str:
     return "inadmissible" if any(r.code in INADMISSIBLE_CODES for r in reasons) else "pending"
 
 
-def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round, config: Config) -> tuple[list[WorkloadEntry], list[Action]]:
+def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round, config: Config,
+              cut_short: frozenset[str]) -> tuple[list[WorkloadEntry], list[Action]]:
     """Plan entries and actions. A workload in ``done.proxy`` shares the explanation of the one
     it maps to (same shape, same decision); reasons that depend on its own rank are its own."""
     decision, explanation, proxy = done.decision, done.explanation, done.proxy
@@ -191,7 +194,7 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             actions += _ungate_actions(snapshot, w, admission)
         else:
             reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), done.compiled))
-            if w.key in decision.unevaluated:
+            if w.key in decision.unevaluated or (w.key in cut_short and w.key in explanation.might_fit):
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)
     ahead = _AdmittedAhead(decision, explanation, rank, by_key)

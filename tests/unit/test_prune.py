@@ -54,3 +54,23 @@ def test_a_prefix_that_leaves_room_is_solved_again(tmp_path):
     assert pruned.solver.rounds > 1
     assert comparable(pruned) == comparable(unpruned)
     assert [w.name for w in pruned.workloads if w.state == "admitted"] == ["default/big9", "default/small0"]
+
+
+def test_a_budget_that_stops_the_rounds_says_so(monkeypatch):
+    # Only one round fits in the budget: the small workload beyond the first prefix might have
+    # fit, so the plan must not claim it does not, and must flag the budget.
+    from clueue.engine import cycle
+    objs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 10}}), local_queue("cq"),
+            [workload(f"big{cpu}", cpu=cpu, priority=10, minute=10 - cpu) for cpu in (9, 8, 7, 6, 5)],
+            [workload("small", cpu=1, priority=1, minute=0)]]
+    real_round = cycle._round
+
+    def one_round_then_out_of_time(snapshot, selection, units, cut, policy, deadline):
+        done = real_round(snapshot, selection, units, cut, policy, deadline)
+        monkeypatch.setattr(cycle.time, "monotonic", lambda: deadline + 1)
+        return done
+
+    monkeypatch.setattr(cycle, "_round", one_round_then_out_of_time)
+    plan = run(objs)
+    assert plan.solver.rounds == 1 and plan.solver.budget_exhausted and not plan.solver.optimal
+    assert [r.code for r in plan.workload("default/small").reasons] == ["BudgetExhausted"]
