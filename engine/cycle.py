@@ -144,6 +144,10 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
     return out
 
 
+def _pods(w: Workload) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((p.name, p.uid) for pods in w.pods.values() for p in pods))
+
+
 def _pod_sets(w: Workload) -> tuple[PodSetRequest, ...]:
     return _pod_set_requests(tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in w.pod_sets))
 
@@ -174,7 +178,7 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             continue
         cq = explanation.cluster_queues.get(w.key)
         base = dict(name=w.key, queue=w.queue, cluster_queue=cq, priority=w.priority, origin=w.origin,
-                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w))
+                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w), pods=_pods(w))
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
         elif w.admission is not None:
@@ -217,7 +221,7 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
         entries[w.key] = WorkloadEntry(
             name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
             origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w),
-            state=state, reasons=reasons + tuple(extra))
+            pods=_pods(w), state=state, reasons=reasons + tuple(extra))
     return [entries[w.key] for w in workloads], actions
 
 

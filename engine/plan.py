@@ -51,6 +51,7 @@ class WorkloadEntry:
     origin: str
     rank: int | None = None  # 1-based position among this cycle's candidates
     pod_sets: tuple[PodSetRequest, ...] = ()
+    pods: tuple[tuple[str, str], ...] = ()  # (name, uid) of the pods it is made of, for plain pods
     admission: tuple[PodSetAssignment, ...] = ()
     reasons: tuple[Reason, ...] = ()
 
@@ -60,6 +61,8 @@ class WorkloadEntry:
         if self.rank is not None:
             out["rank"] = self.rank
         out["podSets"] = [p.to_dict() for p in self.pod_sets]
+        if self.pods:
+            out["pods"] = [{"name": name, "uid": uid} for name, uid in self.pods]
         if self.admission:
             out["admission"] = {"clusterQueue": self.cluster_queue, "podSets": [a.to_dict() for a in self.admission]}
         out["reasons"] = [r.to_dict() for r in self.reasons]

@@ -130,8 +130,12 @@ class _Applier:
         ns, name = entry.name.split("/", 1)
         pod_sets = [{"name": p.name, "count": p.count, "template": {"spec": {"containers": [
             {"name": "main", "resources": {"requests": dict(p.requests)}}]}}} for p in entry.pod_sets]
-        return {"apiVersion": f"{KUEUE_GROUP}/{self.version}", "kind": "Workload",
-                "metadata": {"name": name, "namespace": ns, "labels": {"clueue.dev/origin": entry.origin}},
+        # Owned by its pods (none of them the controller): it goes away with the last of them.
+        owners = [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid} for pod, uid in entry.pods if uid]
+        metadata: dict[str, Any] = {"name": name, "namespace": ns, "labels": {"clueue.dev/origin": entry.origin}}
+        if owners:
+            metadata["ownerReferences"] = owners
+        return {"apiVersion": f"{KUEUE_GROUP}/{self.version}", "kind": "Workload", "metadata": metadata,
                 "spec": {"queueName": entry.queue, "priority": entry.priority, "podSets": pod_sets}}
 
     def _desired_status(self, entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, Any] | None:

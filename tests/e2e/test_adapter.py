@@ -156,7 +156,9 @@ def test_apply_admits_ungates_and_records(api):
         assert not pod.spec.scheduling_gates and pod.spec.node_selector == {"pool": f"pool-{t}"}, name
     assert core.read_namespaced_pod("too-big", ns).spec.scheduling_gates[0].name == GATE
 
-    admitted = workload_object(api, ns, "gang")["status"]
+    gang = workload_object(api, ns, "gang")
+    assert sorted(o["name"] for o in gang["metadata"]["ownerReferences"]) == ["gang-0", "gang-1"]
+    admitted = gang["status"]
     assert admitted["admission"]["clusterQueue"] == f"cq-{t}"
     assert admitted["admission"]["podSetAssignments"][0]["count"] == 2
     assert {c["type"]: c["status"] for c in admitted["conditions"]} == {"Admitted": "True", "QuotaReserved": "True"}
