@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import yaml
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
 from clueue.engine.objects import LabelSelector
+from clueue.engine.paths import expand_path, read_text
 from clueue.engine.snapshot import Snapshot, Fields, parse_selector, build_snapshot
 
 __all__ = ["read_documents", "load_snapshot", "load_config"]
@@ -50,19 +50,8 @@ def read_documents(paths: Iterable[str]) -> list[Document]:
         if raw == "-":
             docs += _parse(sys.stdin.read(), "<stdin>")
             continue
-        path = Path(raw)
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
-        elif path.is_file():
-            files = [path]
-        else:
-            raise AdapterError(f"{raw}: no such file or directory")
-        for f in files:
-            try:
-                text = f.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                raise AdapterError(f"{f}: cannot read: {e}") from None
-            docs += _parse(text, str(f))
+        for f in expand_path(raw, suffixes=_SUFFIXES, recursive=True, what="file", error=AdapterError):
+            docs += _parse(read_text(f, error=AdapterError), str(f))
     return docs
 
 

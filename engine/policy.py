@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import PolicyError
+from .paths import expand_path, read_text
 from .facts import Predicate
 
 __all__ = [
@@ -127,21 +128,11 @@ def read_policy(paths: Iterable[str | Path] = ()) -> Policy:
     """
     files = {f.name: f for f in builtin_files()}
     for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(path.glob("*.lp"))
-            if not found:
-                raise PolicyError(f"{path}: no .lp files in this directory")
-        elif path.is_file():
-            found = [path]
-        else:
-            raise PolicyError(f"{path}: no such policy file or directory")
+        found = expand_path(raw, suffixes=(".lp",), recursive=False, what="policy file", error=PolicyError)
+        if not found:
+            raise PolicyError(f"{raw}: no .lp files in this directory")
         for p in found:
-            try:
-                text = p.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                raise PolicyError(f"{p}: cannot read: {e}") from None
-            files[p.name] = PolicyFile(p.name, str(p), text)
+            files[p.name] = PolicyFile(p.name, str(p), read_text(p, error=PolicyError))
     return Policy(tuple(files[name] for name in sorted(files)))
 
 

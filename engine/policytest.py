@@ -33,6 +33,7 @@ from .plan import STATES, Action, Plan, WorkloadEntry
 from .policy import (
     BUILTIN_PREFIX, ENGINE_PREDICATES, PARTS, Policy, forbidden_constructs, load_policy, read_policy,
 )
+from .paths import expand_path, read_text
 from .snapshot import Document, Snapshot, build_snapshot
 from .solver import PolicyOutline, outline_policy
 
@@ -425,26 +426,18 @@ def load_tests(paths: Iterable[str | Path], *, read_documents: ReadDocuments) ->
     """
     out: list[TestCase] = []
     for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        files = expand_path(raw, suffixes=(".yaml", ".yml"), recursive=True, what="test file", error=PolicyTestError)
+        if Path(raw).is_dir():
             files = [p for p in files if _IS_TEST.search(_read(p))]
             if not files:
-                raise PolicyTestError(f"{path}: no policy test files (kind: PolicyTest) in this directory")
-        elif path.is_file():
-            files = [path]
-        else:
-            raise PolicyTestError(f"{path}: no such test file or directory")
+                raise PolicyTestError(f"{raw}: no policy test files (kind: PolicyTest) in this directory")
         for p in files:
             out += _parse_test_file(_read(p), str(p), p.parent, read_documents)
     return out
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise PolicyTestError(f"{path}: cannot read: {e}") from None
+    return read_text(path, error=PolicyTestError)
 
 
 def builtin_tests(*, read_documents: ReadDocuments) -> list[TestCase]:
