@@ -32,7 +32,6 @@ class Compiled:
 
     facts: tuple[Fact, ...]
     units: Mapping[str, Fraction]  # resource -> the quantity one integer unit stands for
-    workloads: Mapping[str, Workload]  # key -> workload, for every workload given facts
 
     def amount(self, resource: str, units: int) -> Fraction:
         return self.units.get(resource, Fraction(1)) * units
@@ -174,7 +173,7 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
 
     for position, w in enumerate(live):
         _workload_facts(out, w, position, up)
-    return Compiled(tuple(out.items), units, {w.key: w for w in live})
+    return Compiled(tuple(out.items), units)
 
 
 def _cluster_queue_facts(out: _Facts, cq: ClusterQueue, quota_facts) -> None:  # type: ignore[no-untyped-def]

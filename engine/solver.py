@@ -51,7 +51,6 @@ class SolveStats:
     conflicts: int = 0
     optimal: bool = False
     budget_exhausted: bool = False
-    cost: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,7 +265,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     last = _effort(ctl)
     stats = SolveStats(ground_seconds=grounded - start, solve_seconds=time.monotonic() - grounded,
                        choices=effort[0] + last[0], conflicts=effort[1] + last[1],
-                       optimal=optimal, budget_exhausted=bool(checked.unevaluated), cost=best["cost"])
+                       optimal=optimal, budget_exhausted=bool(checked.unevaluated))
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
                     fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"])
 
