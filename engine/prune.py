@@ -8,12 +8,14 @@ creation time (same queue, namespace, priority, pod sets and requests) are inter
 later one of a shape is considered after every earlier one, and if an earlier one did not fit, a
 later one cannot, with at least as much admitted before it. So the admitted members of a shape
 are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
-the whole quota tree of its ClusterQueue could hold. Members beyond ``bound + 1`` are dropped;
+fit in what the quota tree of its ClusterQueue has free (its nominal quota, all nodes together,
+less what admitted workloads use): no tree's usage ever exceeds its nominal quota. Members beyond ``bound + 1`` are dropped;
 the extra one is never admitted and stands for them in the explanation.
 
 *Prefixes.* The best admitted set in rank order, restricted to the first k candidates, is the
 best admitted set of those k alone: no later candidate changes an earlier decision. The cycle
-solves a prefix asking twice what every quota tree has free; if afterwards no remaining
+solves a prefix that reaches past what Kueue's greedy order would admit on each quota tree's free
+quota and asks twice what every tree has free; if afterwards no remaining
 candidate could fit on its own on top of that decision (the explanation pass computes this from
 the remaining headroom), the decision is the one the whole backlog would give. Otherwise the
 prefix grows and the cycle solves again.
@@ -62,28 +64,42 @@ class Selection:
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
 
     def prefix(self, fill: int = _FILL) -> int:
-        """The shortest prefix of ``ranked`` that asks, of every tree, ``fill`` times what it has
-        free, counting only candidates small enough for what is free (a bigger one cannot take
-        any of it, so it does not bring the tree closer to full)."""
-        if not self.ranked:
-            return 0
+        """The shortest prefix of ``ranked`` that covers two estimates of what will be admitted.
+
+        First, Kueue's greedy order on each tree's free quota (ignoring flavors and the limits
+        inside the tree): the prefix reaches the last candidate that order would admit, so that
+        the small candidates which fill what big ones leave are in it. Second, of every tree it
+        asks ``fill`` times what is free, counting only candidates small enough for what is free
+        (a bigger one cannot take any of it), for when the limits inside a tree admit fewer.
+        """
+        left = {tree: dict(res) for tree, res in self.capacity.items()}
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         remaining: dict[str, int] = defaultdict(int)
         for tree, _ in self.demand:
             remaining[tree] += 1
         open_trees = set(remaining)
+        covered = greedy_last = 0
         for i, (tree, needs) in enumerate(self.demand):
             remaining[tree] -= 1
             free = self.capacity.get(tree, {})
-            if all(v <= free.get(r, Fraction(0)) for r, v in needs.items()):
+            if _fits(needs, free):
                 for r, v in needs.items():
                     asked[tree][r] += v
             if tree in open_trees and (remaining[tree] == 0 or all(
                     asked[tree][r] >= fill * total for r, total in free.items() if total > 0)):
                 open_trees.discard(tree)
-            if not open_trees:
-                return i + 1
-        return len(self.ranked)
+                if not open_trees:
+                    covered = i + 1
+            room = left.get(tree, {})
+            if _fits(needs, room):
+                for r, v in needs.items():
+                    room[r] -= v
+                greedy_last = i + 1
+        return max(covered, greedy_last)
+
+
+def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
+    return all(v <= free.get(r, Fraction(0)) for r, v in needs.items())
 
 
 def _rank_key(w: Workload) -> tuple[int, int, str]:
@@ -158,25 +174,25 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
             fixed.append(w)
         else:
             shapes[_shape(cq, w)].append(w)
+    free = _free(fixed, queues, tree_of, totals)
     kept: list[Workload] = []
     stand_in: dict[str, str] = {}
     shape: dict[str, int] = {}
     for number, (key, members) in enumerate(shapes.items()):
         members.sort(key=_rank_key)
         tree = tree_of[str(key[0])]
-        limit = _bound(_needs(members[0]), totals.get(tree, {})) + 1
+        limit = _bound(_needs(members[0]), free.get(tree, {})) + 1
         kept += members[:limit]
         shape.update({w.key: number for w in members})
         stand_in.update({w.key: members[limit - 1].key for w in members[limit:]})
     kept.sort(key=_rank_key)
     demand = tuple((tree_of[queues[f"{w.namespace}/{w.queue}"]], _needs(w)) for w in kept)
-    return Selection(tuple(fixed), tuple(kept), stand_in, shape, demand, _free(fixed, queues, tree_of, totals))
+    return Selection(tuple(fixed), tuple(kept), stand_in, shape, demand, free)
 
 
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],
           totals: Mapping[str, Mapping[str, Fraction]]) -> dict[str, dict[str, Fraction]]:
-    """What each tree's nominal quota leaves once admitted workloads are counted: the first
-    prefix asks for twice this, so that a busy cluster is decided in one round."""
+    """What each tree's nominal quota leaves once admitted workloads are counted."""
     free = {tree: dict(res) for tree, res in totals.items()}
     for w in fixed:
         tree = tree_of.get(queues.get(f"{w.namespace}/{w.queue}", ""))

@@ -41,28 +41,34 @@ def test_pruned_plan_equals_unpruned_plan(seed, tmp_path):
     assert comparable(pruned) == comparable(unpruned)
 
 
+def borrowing_blocked():
+    # The first prefix follows greedy order on the cohort's 20 free CPU: big15 "takes" 15, mid5
+    # the rest, so the small ones are left out of it. But cq-a may not borrow: no big one fits,
+    # only mid5 is admitted, and the small ones ranked after everything fit in what is left,
+    # so a second round must admit them.
+    return [flavor("od"),
+            cluster_queue("cq-a", {"od": {"cpu": quota(10, 0)}}, cohort="co"), local_queue("cq-a", ns="a"),
+            cluster_queue("cq-b", {"od": {"cpu": 10}}, cohort="co"), local_queue("cq-b", ns="b"),
+            [workload(f"big{cpu}", ns="a", cpu=cpu, priority=10, minute=20 - cpu) for cpu in (15, 14, 13)],
+            workload("mid5", ns="b", cpu=5, priority=5, minute=0),
+            [workload(f"small{i}", ns="b", cpu=1, priority=1, minute=i) for i in range(3)]]
+
+
 def test_a_prefix_that_leaves_room_is_solved_again(tmp_path):
-    # Big high-priority workloads (each its own shape) make the first prefix: 9 + 8 + 7 CPU ask
-    # twice the quota of 10. Only the 9 fits, leaving 1 CPU free; a small low-priority workload
-    # ranked after all of them fits there, so a second round must admit it.
-    objs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 10}}), local_queue("cq"),
-            [workload(f"big{cpu}", cpu=cpu, priority=10, minute=10 - cpu) for cpu in (9, 8, 7, 6, 5)],
-            [workload(f"small{i}", cpu=1, priority=1, minute=i) for i in range(3)]]
+    objs = borrowing_blocked()
     same_ordering = tmp_path / "ordering.lp"
     same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
     pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
     assert pruned.solver.rounds > 1
     assert comparable(pruned) == comparable(unpruned)
-    assert [w.name for w in pruned.workloads if w.state == "admitted"] == ["default/big9", "default/small0"]
+    assert [w.name for w in pruned.workloads if w.state == "admitted"] == ["b/mid5", "b/small0", "b/small1", "b/small2"]
 
 
 def test_a_budget_that_stops_the_rounds_says_so(monkeypatch):
-    # Only one round fits in the budget: the small workload beyond the first prefix might have
-    # fit, so the plan must not claim it does not, and must flag the budget.
+    # Only one round fits in the budget: the small workloads beyond the first prefix might have
+    # fit, so the plan must not claim they do not, and must flag the budget.
     from clueue.engine import cycle
-    objs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 10}}), local_queue("cq"),
-            [workload(f"big{cpu}", cpu=cpu, priority=10, minute=10 - cpu) for cpu in (9, 8, 7, 6, 5)],
-            [workload("small", cpu=1, priority=1, minute=0)]]
+    objs = borrowing_blocked()
     real_round = cycle._round
 
     def one_round_then_out_of_time(snapshot, selection, units, cut, policy, deadline):
@@ -73,4 +79,4 @@ def test_a_budget_that_stops_the_rounds_says_so(monkeypatch):
     monkeypatch.setattr(cycle, "_round", one_round_then_out_of_time)
     plan = run(objs)
     assert plan.solver.rounds == 1 and plan.solver.budget_exhausted and not plan.solver.optimal
-    assert [r.code for r in plan.workload("default/small").reasons] == ["BudgetExhausted"]
+    assert [r.code for r in plan.workload("b/small0").reasons] == ["BudgetExhausted"]
