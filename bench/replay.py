@@ -4,7 +4,8 @@ The replay runs the engine as a controller would. Workloads arrive at their
 ``clueue.dev/bench-arrival-ms``. Whenever something changed since the last cycle (an arrival or
 a finish) and pending work exists, a decision cycle runs over the current state: the pending
 workloads plus the running ones, which carry their admission (flavors and counts) and so hold
-quota. Cycles start at most every ``min_interval_ms`` of virtual time. A workload admitted by a
+quota. Cycles run in one engine :class:`~clueue.engine.Session`, as in a controller, so each
+reuses what the last derived from unchanged objects. Cycles start at most every ``min_interval_ms`` of virtual time. A workload admitted by a
 cycle starts when the cycle's decision is available and finishes ``clueue.dev/bench-runtime-ms``
 later, freeing its quota.
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-from clueue.engine import Config, Policy, Snapshot, load_policy, run_cycle
+from clueue.engine import Config, Policy, Session, Snapshot, load_policy
 from clueue.engine.objects import Admission, KueueWorkload, PodSetAdmission
 from clueue.engine.plan import Plan
 
@@ -109,8 +110,7 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
     """
     if latency not in ("measured", "zero"):
         raise ValueError(f"latency must be 'measured' or 'zero', got {latency!r}")
-    pol = policy if policy is not None else load_policy()
-    config = Config(time_budget=time_budget)
+    session = Session(policy if policy is not None else load_policy(), Config(time_budget=time_budget))
     full = scenario.snapshot()
     jobs = jobs_of(scenario, full)
     quota = total_quota(full)
@@ -169,7 +169,7 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
         changed = False
         snap = replace(full, workloads={k: running.get(k) or objects[k] for k in sorted(pending | set(running))})
         start = time.monotonic()
-        plan = run_cycle(snap, pol, config)
+        plan = session.run(snap)
         wall = time.monotonic() - start
         cycles += 1
         cycle_walls.append(wall)

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from .compiler import Compiled, compile_facts, resource_units
 from .config import Config
 from .explain import decode_reasons
+from .memo import Memo
 from .facts import render_facts
 from .plan import Action, Plan, PodSetAssignment, PodSetRequest, SolverInfo, WorkloadEntry
 from .quantity import format_quantity
@@ -27,7 +28,7 @@ from .snapshot import Snapshot
 from .solver import Decision, Explanation, decide, explain
 from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 
-__all__ = ["run_cycle", "compile_snapshot"]
+__all__ = ["run_cycle", "Session", "compile_snapshot"]
 
 _WAITS_BEHIND_SHOWN = 3
 
@@ -91,10 +92,36 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
         PolicyError: the policy does not parse or ground.
         SolveError: no plan could be found.
     """
+    return _cycle(snapshot, policy, config, Memo())
+
+
+class Session:
+    """Decision cycles over successive snapshots of one cluster, as a controller runs them.
+
+    ``session.run(snapshot)`` returns the same plan as ``run_cycle(snapshot, policy, config)``,
+    but reuses what the previous cycle derived from objects that did not change (memo.py), so
+    that a cycle over a large, slowly changing backlog costs little more than its changes.
+
+    >>> session = Session(load_policy())                  # doctest: +SKIP
+    >>> for snapshot in snapshots: plan = session.run(snapshot)  # doctest: +SKIP
+    """
+
+    def __init__(self, policy: Policy, config: Config = Config()) -> None:
+        self.policy = policy
+        self.config = config
+        self._memo = Memo()
+
+    def run(self, snapshot: Snapshot) -> Plan:
+        """Run one decision cycle; see :func:`run_cycle`."""
+        self._memo.start(snapshot.configuration())
+        return _cycle(snapshot, self.policy, self.config, self._memo)
+
+
+def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Plan:
     t0 = time.monotonic()
     deadline = t0 + config.time_budget
-    built = build_workloads(snapshot, config)
-    selection = select_candidates(snapshot, built.workloads, policy)
+    built = build_workloads(snapshot, config, memo)
+    selection = select_candidates(snapshot, built.workloads, policy, memo)
     units = resource_units(snapshot, selection.fixed + selection.ranked)
     t1 = time.monotonic()
 
@@ -109,7 +136,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
     # Stopped by the budget with candidates beyond the prefix that might have fit: say so.
     cut_short = frozenset() if done.complete or cut == len(selection.ranked) else frozenset(done.unsolved)
 
-    entries, actions = _assemble(snapshot, built.workloads, done, config, cut_short)
+    entries, actions = _assemble(snapshot, built.workloads, done, config, cut_short, memo)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = done.decision.stats
@@ -122,7 +149,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
         candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    return Plan(tuple(entries), tuple(actions), solver, snapshot.digest(), policy.digest(),
+    return Plan(tuple(entries), tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices)
 
 
@@ -144,12 +171,13 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
     return out
 
 
-def _pods(w: Workload) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((p.name, p.uid) for pods in w.pods.values() for p in pods))
+def _pods(w: Workload, memo: Memo) -> tuple[tuple[str, str], ...]:
+    return memo.get("pods", w, lambda: tuple(sorted((p.name, p.uid) for pods in w.pods.values() for p in pods)))
 
 
-def _pod_sets(w: Workload) -> tuple[PodSetRequest, ...]:
-    return _pod_set_requests(tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in w.pod_sets))
+def _pod_sets(w: Workload, memo: Memo) -> tuple[PodSetRequest, ...]:
+    return memo.get("pod-sets", w, lambda: _pod_set_requests(
+        tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in w.pod_sets)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -164,9 +192,10 @@ def _state(reasons: tuple[Reason, ...]) -> str:
 
 
 def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round, config: Config,
-              cut_short: frozenset[str]) -> tuple[list[WorkloadEntry], list[Action]]:
+              cut_short: frozenset[str], memo: Memo) -> tuple[list[WorkloadEntry], list[Action]]:
     """Plan entries and actions. A workload in ``done.proxy`` shares the explanation of the one
-    it maps to (same shape, same decision); reasons that depend on its own rank are its own."""
+    it maps to (same shape, same decision); reasons that depend on its own rank are its own.
+    A pending workload whose entry would equal last cycle's gets last cycle's entry (``memo``)."""
     decision, explanation, proxy = done.decision, done.explanation, done.proxy
     rank = {w: i for i, w in enumerate(decision.ranked)}
     by_key = {w.key: w for w in workloads}
@@ -178,7 +207,7 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             continue
         cq = explanation.cluster_queues.get(w.key)
         base = dict(name=w.key, queue=w.queue, cluster_queue=cq, priority=w.priority, origin=w.origin,
-                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w), pods=_pods(w))
+                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w, memo), pods=_pods(w, memo))
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
         elif w.admission is not None:
@@ -215,14 +244,20 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
         if state == "pending":
             behind = ahead.before(w.key, explainer, reasons)
             if behind:
-                extra.append(make_reason("WaitsBehind", workloads=behind))
+                extra.append(ahead.reason(behind))
         if not reasons and not extra and explainer in explanation.might_fit:
             extra.append(make_reason("NoCombinedFit"))  # nothing else explains it
-        entries[w.key] = WorkloadEntry(
-            name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
-            origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w),
-            pods=_pods(w), state=state, reasons=reasons + tuple(extra))
+        decided = (explanation.cluster_queues.get(explainer), rank[w.key] + 1 if w.key in rank else None, state,
+                   reasons + tuple(extra))
+        entries[w.key] = memo.get("entry", w, functools.partial(_pending_entry, w, *decided, memo), decided)
     return [entries[w.key] for w in workloads], actions
+
+
+def _pending_entry(w: Workload, cluster_queue: str | None, rank: int | None, state: str,
+                   reasons: tuple[Reason, ...], memo: Memo) -> WorkloadEntry:
+    return WorkloadEntry(name=w.key, queue=w.queue, cluster_queue=cluster_queue, priority=w.priority,
+                         origin=w.origin, rank=rank, pod_sets=_pod_sets(w, memo), pods=_pods(w, memo),
+                         state=state, reasons=reasons)
 
 
 class _FifoHeads:
@@ -268,17 +303,22 @@ class _AdmittedAhead:
         for admitted in self.by_tree.values():
             admitted.sort(reverse=True)
         self.tree_of = {w: explanation.tree_roots.get(q) for w, q in explanation.cluster_queues.items()}
-        self.closest: dict[tuple[Any, frozenset[tuple[str, str]]], list[str]] = {}
+        self.closest: dict[tuple[Any, frozenset[tuple[str, str]]], tuple[str, ...]] = {}
+        self.short: dict[str, frozenset[tuple[str, str]]] = {}
+        self.reasons: dict[tuple[str, ...], Reason] = {}
 
     def _key(self, key: str) -> tuple[int, int, str]:
         w = self.workloads[key]
         return (-w.priority, w.created, w.key)
 
-    def before(self, key: str, explainer: str, reasons: tuple[Reason, ...]) -> list[str]:
+    def before(self, key: str, explainer: str, reasons: tuple[Reason, ...]) -> tuple[str, ...]:
         """Up to three admitted workloads ranked just before ``key`` that use quota it lacks."""
-        short = frozenset((r.details["flavor"], r.details["resource"]) for r in reasons if r.code == "InsufficientQuota")
+        if explainer not in self.short:
+            self.short[explainer] = frozenset((r.details["flavor"], r.details["resource"])
+                                              for r in reasons if r.code == "InsufficientQuota")
+        short = self.short[explainer]
         if not short:
-            return []
+            return ()
         admitted = self.by_tree.get(self.tree_of.get(explainer), ())
         if key in self.rank:
             ahead = (w for r, w, used, _ in admitted if r < self.rank[key] and used & short)
@@ -287,10 +327,16 @@ class _AdmittedAhead:
             if admitted and admitted[0][3] < mine:  # ranked after every admitted one: a common answer
                 return self._after_all(self.tree_of.get(explainer), short)
             ahead = (w for _, w, used, theirs in admitted if theirs < mine and used & short)
-        return list(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
+        return tuple(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
 
-    def _after_all(self, tree: Any, short: frozenset[tuple[str, str]]) -> list[str]:
+    def reason(self, behind: tuple[str, ...]) -> Reason:
+        """The WaitsBehind reason naming ``behind``: one object for all who wait behind them."""
+        if behind not in self.reasons:
+            self.reasons[behind] = make_reason("WaitsBehind", workloads=list(behind))
+        return self.reasons[behind]
+
+    def _after_all(self, tree: Any, short: frozenset[tuple[str, str]]) -> tuple[str, ...]:
         if (tree, short) not in self.closest:
             ahead = (w for _, w, used, _ in self.by_tree.get(tree, ()) if used & short)
-            self.closest[(tree, short)] = list(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
+            self.closest[(tree, short)] = tuple(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
         return self.closest[(tree, short)]

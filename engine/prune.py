@@ -32,8 +32,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import floor
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
+from .memo import Memo
 from .objects import ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
@@ -159,35 +160,51 @@ def _bound(needs: Mapping[str, Fraction], totals: Mapping[str, Fraction]) -> int
     return min(fits, default=0)
 
 
-def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy) -> Selection:
-    """Split the workloads of a cycle; see the module docstring."""
+class _Pending(NamedTuple):
+    """What selection needs of one pending workload; ordered by the built-in rank key."""
+
+    rank: tuple[int, int, str]
+    shape: tuple[object, ...]  # starts with the workload's ClusterQueue
+    needs: Mapping[str, Fraction]
+    workload: Workload
+
+
+def _pending(cq: str | None, w: Workload) -> _Pending | None:
+    return None if cq is None else _Pending(_rank_key(w), _shape(cq, w), _needs(w), w)
+
+
+def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy,
+                      memo: Memo | None = None) -> Selection:
+    """Split the workloads of a cycle; see the module docstring. A ``memo`` (memo.py) keeps
+    what is derived from each workload from one cycle to the next."""
     workloads = tuple(workloads)
     if not all(policy.is_builtin(name) for name in RULE_GROUPS):
         return Selection(workloads)
+    memo = memo or Memo()
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, totals = _trees(snapshot)
     fixed: list[Workload] = []
-    shapes: dict[tuple[object, ...], list[Workload]] = defaultdict(list)
+    shapes: dict[tuple[object, ...], list[_Pending]] = defaultdict(list)
     for w in workloads:
-        cq = queues.get(f"{w.namespace}/{w.queue}")
-        if w.admission is not None or w.finished or w.held or cq not in tree_of:
+        p = None if w.admission is not None or w.finished or w.held else memo.get(
+            "pending", w, lambda: _pending(queues.get(f"{w.namespace}/{w.queue}"), w))
+        if p is None or p.shape[0] not in tree_of:
             fixed.append(w)
         else:
-            shapes[_shape(cq, w)].append(w)
+            shapes[p.shape].append(p)
     free = _free(fixed, queues, tree_of, totals)
-    kept: list[Workload] = []
+    kept: list[_Pending] = []
     stand_in: dict[str, str] = {}
     shape: dict[str, int] = {}
     for number, (key, members) in enumerate(shapes.items()):
-        members.sort(key=_rank_key)
-        tree = tree_of[str(key[0])]
-        limit = _bound(_needs(members[0]), free.get(tree, {})) + 1
+        members.sort()
+        limit = _bound(members[0].needs, free.get(tree_of[str(key[0])], {})) + 1
         kept += members[:limit]
-        shape.update({w.key: number for w in members})
-        stand_in.update({w.key: members[limit - 1].key for w in members[limit:]})
-    kept.sort(key=_rank_key)
-    demand = tuple((tree_of[queues[f"{w.namespace}/{w.queue}"]], _needs(w)) for w in kept)
-    return Selection(tuple(fixed), tuple(kept), stand_in, shape, demand, free)
+        shape.update({p.workload.key: number for p in members})
+        stand_in.update({p.workload.key: members[limit - 1].workload.key for p in members[limit:]})
+    kept.sort()
+    demand = tuple((tree_of[str(p.shape[0])], p.needs) for p in kept)
+    return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free)
 
 
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 from .errors import SnapshotError
+from .memo import Memo
 from .objects import (
     Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodSetAdmission, PodSetSpec, PriorityClass,
@@ -53,14 +54,31 @@ class Snapshot:
     pods: Mapping[str, Pod] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
 
-    def digest(self) -> str:
-        """A stable digest of the snapshot's content, for decision logs and plans."""
-        h = hashlib.sha256()
-        for kind in ("namespaces", "nodes", "priority_classes", "workload_priority_classes",
-                     "flavors", "cluster_queues", "cohorts", "local_queues", "workloads", "pods"):
-            for key, obj in sorted(getattr(self, kind).items()):
-                h.update(f"{kind}\0{key}\0{obj!r}\n".encode())
-        return "sha256:" + h.hexdigest()[:16]
+    def configuration(self) -> tuple[Mapping[str, Any], ...]:
+        """Every object except workloads and pods: what queues, quotas and priorities are."""
+        return (self.namespaces, self.nodes, self.priority_classes, self.workload_priority_classes,
+                self.flavors, self.cluster_queues, self.cohorts, self.local_queues)
+
+    def digest(self, memo: Memo | None = None) -> str:
+        """A stable digest of the snapshot's content, for decision logs and plans.
+
+        The sum of one hash per object: independent of order, so that with a ``memo`` (memo.py)
+        a cycle hashes only the objects that changed since the last one.
+        """
+        total = 0
+        for kind in _DIGESTED:
+            for key, obj in getattr(self, kind).items():
+                total += memo.get("digest", obj, lambda: _object_hash(kind, key, obj), key) if memo else \
+                    _object_hash(kind, key, obj)
+        return "sha256:" + hashlib.sha256(str(total).encode()).hexdigest()[:16]
+
+
+def _object_hash(kind: str, key: str, obj: object) -> int:
+    return int.from_bytes(hashlib.sha256(f"{kind}\0{key}\0{obj!r}".encode()).digest()[:16], "big")
+
+
+_DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",
+             "cluster_queues", "cohorts", "local_queues", "workloads", "pods")
 
 
 class Fields:

@@ -10,6 +10,7 @@ group release their quota (reclaimable pods).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
@@ -18,6 +19,7 @@ import yaml
 
 from .config import Config
 from .errors import SnapshotError
+from .memo import Memo
 from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .snapshot import KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
@@ -56,8 +58,8 @@ class Workload:
     finished: bool = False
     held: tuple[Reason, ...] = ()
 
-    @property
-    def key(self) -> str:
+    @functools.cached_property
+    def key(self) -> str:  # cached: every phase of a cycle looks workloads up by key
         return f"{self.namespace}/{self.name}"
 
     def admitted_count(self, pod_set: str) -> int:
@@ -88,9 +90,13 @@ class Workloads:
     notices: tuple[str, ...]
 
 
-def build_workloads(snapshot: Snapshot, config: Config = Config()) -> Workloads:
-    """Build every workload of the snapshot; see the module docstring for the rules."""
-    builder = _Builder(snapshot, config)
+def build_workloads(snapshot: Snapshot, config: Config = Config(), memo: Memo | None = None) -> Workloads:
+    """Build every workload of the snapshot; see the module docstring for the rules.
+
+    With a ``memo`` (see memo.py), a Workload object seen in the previous cycle, and not made
+    of pods, yields the workload built from it then.
+    """
+    builder = _Builder(snapshot, config, memo or Memo())
     return builder.build()
 
 
@@ -99,9 +105,10 @@ def _youngest_first(pods: Iterable[Pod]) -> list[Pod]:
 
 
 class _Builder:
-    def __init__(self, snapshot: Snapshot, config: Config) -> None:
+    def __init__(self, snapshot: Snapshot, config: Config, memo: Memo) -> None:
         self.snap = snapshot
         self.config = config
+        self.memo = memo
         self.actions: list[PodAction] = []
         self.notices: list[str] = []
 
@@ -161,7 +168,9 @@ class _Builder:
             w = self._group(ns, group, pods)
             built[w.key] = w
         for key, obj in self.snap.workloads.items():
-            built[key] = self._merge_object(built.get(key), obj)
+            pods = built.get(key)
+            built[key] = self._merge_object(pods, obj) if pods else self.memo.get(
+                "workload", obj, lambda: self._merge_object(None, obj))
         return Workloads(tuple(built[k] for k in sorted(built)), tuple(self.actions), tuple(self.notices))
 
     def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:

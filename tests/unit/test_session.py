@@ -1,0 +1,72 @@
+"""A Session reuses work between cycles, and its plans are exactly run_cycle's."""
+
+from dataclasses import replace
+
+from clueue.bench.replay import replay
+from clueue.bench.scenarios import generate
+from clueue.engine import Config, Document, Session, build_snapshot, load_policy, run_cycle
+from clueue.engine.memo import Memo
+
+from tests.builders import cluster_queue, flatten, flavor, local_queue, workload
+
+
+def decided(plan):
+    """The plan without its timings and solver effort."""
+    out = plan.to_dict()
+    out.pop("solver")
+    return out
+
+
+def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch):
+    # A replay feeds a Session a stream of snapshots that share most objects with the one
+    # before: arrivals, admissions and finishes, as a controller sees them.
+    policy = load_policy()
+    compared = []
+    real_run = Session.run
+
+    def checked(session, snapshot):
+        plan = real_run(session, snapshot)
+        assert decided(plan) == decided(run_cycle(snapshot, policy, session.config))
+        compared.append(plan.snapshot_digest)
+        return plan
+
+    monkeypatch.setattr(Session, "run", checked)
+    result = replay(generate("baseline", scale=0.1), latency="zero", policy=policy)
+    assert result["finished"] == result["workloads"]
+    assert len(compared) > 50 and len(set(compared)) == len(compared)
+
+
+def test_a_changed_configuration_is_not_served_from_memory():
+    # The same workload objects, but the LocalQueue now points to a bigger ClusterQueue.
+    docs = [flavor("od"), cluster_queue("small", {"od": {"cpu": 1}}), cluster_queue("big", {"od": {"cpu": 4}}),
+            local_queue("small"), workload("w", cpu=2)]
+    before = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(docs))])
+    moved = build_snapshot([Document("t", local_queue("big"))]).local_queues
+    after = replace(before, local_queues=moved)
+    session = Session(load_policy(), Config())
+    assert session.run(before).workload("default/w").state == "inadmissible"
+    plan = session.run(after)
+    assert plan.workload("default/w").state == "admitted"
+    assert decided(plan) == decided(run_cycle(after, load_policy()))
+
+
+def test_memo_reuses_a_value_while_its_object_recurs():
+    memo, calls = Memo(), []
+    obj, other = ["a"], ["b"]
+
+    def derive(tag):
+        calls.append(tag)
+        return tag
+
+    memo.start(configuration=1)
+    assert memo.get("t", obj, lambda: derive(1)) == 1
+    memo.start(configuration=1)
+    assert memo.get("t", obj, lambda: derive(2)) == 1  # same object: remembered
+    assert memo.get("t", obj, lambda: derive(3), context="new") == 3  # other context: derived again
+    memo.start(configuration=1)
+    assert memo.get("t", other, lambda: derive(4)) == 4
+    memo.start(configuration=1)  # obj was not used in the last cycle: forgotten
+    assert memo.get("t", obj, lambda: derive(5)) == 5
+    memo.start(configuration=2)  # the configuration changed: everything is forgotten
+    assert memo.get("t", obj, lambda: derive(6)) == 6
+    assert calls == [1, 3, 4, 5, 6]
