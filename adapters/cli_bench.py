@@ -29,6 +29,8 @@ __all__ = ["bench"]
 @click.option("--replay", is_flag=True, help="Also replay each scenario in virtual time.")
 @click.option("--replay-latency", type=click.Choice(["measured", "zero"]), default="measured", show_default=True,
               help="measured: a cycle's decision takes effect after its wall time; zero: instantly.")
+@click.option("--replay-interval", type=click.IntRange(min=0), default=100, show_default=True, metavar="MS",
+              help="Least virtual time between the starts of two replay cycles (a controller's batching window).")
 @click.option("--time-budget", type=click.FloatRange(min=0.01), default=10.0, show_default=True, metavar="SECONDS",
               help="Solver time budget of each cycle.")
 @click.option("--write-snapshot", "write_dir", metavar="DIR",
@@ -38,7 +40,7 @@ __all__ = ["bench"]
               help="Extra policy file or directory, as for `clueue plan`; a file named like a built-in one replaces it.")
 @click.option("--in-process", is_flag=True, help="Run in this process (memory figures then add up across scenarios).")
 def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, replay: bool, replay_latency: str,
-          time_budget: float, write_dir: str | None, fmt: str, policies: tuple[str, ...], in_process: bool) -> None:
+          replay_interval: int, time_budget: float, write_dir: str | None, fmt: str, policies: tuple[str, ...], in_process: bool) -> None:
     """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
 
     Prints a table (with a progress bar on stderr) or, with -o json, a JSON report for
@@ -51,7 +53,7 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
                 click.echo(str(path))
         return
     options = BenchOptions(repeat=repeat, seed=seed, scale=scale, time_budget=time_budget, replay=replay,
-                           latency=replay_latency, policies=tuple(str(Path(p).resolve()) for p in policies))
+                           latency=replay_latency, interval_ms=replay_interval, policies=tuple(str(Path(p).resolve()) for p in policies))
     try:
         load_policy(options.policies)  # fail here, not in every benchmark process
     except ClueueError as e:

@@ -4,10 +4,10 @@ The replay runs the engine as a controller would. Workloads arrive at their
 ``clueue.dev/bench-arrival-ms``. Whenever something changed since the last cycle (an arrival or
 a finish) and pending work exists, a decision cycle runs over the current state: the pending
 workloads plus the running ones, which carry their admission (flavors and counts) and so hold
-quota. Cycles run in one engine :class:`~clueue.engine.Session`, as in a controller, so each
-reuses what the last derived from unchanged objects. Cycles start at most every ``min_interval_ms`` of virtual time. A workload admitted by a
-cycle starts when the cycle's decision is available and finishes ``clueue.dev/bench-runtime-ms``
-later, freeing its quota.
+quota. All cycles run in one engine :class:`~clueue.engine.Session`, as in a controller, so each
+reuses what the previous one derived from unchanged objects. Cycles start at most every
+``min_interval_ms`` of virtual time. A workload admitted by a cycle starts when the cycle's
+decision is available and finishes ``clueue.dev/bench-runtime-ms`` later, freeing its quota.
 
 Latency: with ``latency="measured"`` (the default) a cycle's decision becomes available after
 the cycle's own measured wall time, so a slow engine delays admissions and lengthens the run,
@@ -95,9 +95,10 @@ def physical_limit_seconds(jobs: Mapping[str, Job], quota: Fraction) -> float:
     return float(work / quota) if quota else 0.0
 
 
-def _admitted(kw: KueueWorkload, plan_admission: Any) -> KueueWorkload:
-    return replace(kw, admission=Admission(plan_admission["clusterQueue"], tuple(
-        PodSetAdmission(a.name, dict(a.flavors), a.count) for a in plan_admission["podSets"])))
+def _admitted(kw: KueueWorkload, admit: Mapping[str, Any]) -> KueueWorkload:
+    """The workload as it runs: with the admission of the plan's ``admit`` action."""
+    return replace(kw, admission=Admission(admit["clusterQueue"], tuple(
+        PodSetAdmission(a["name"], dict(a["flavors"]), a["count"]) for a in admit["podSets"])))
 
 
 def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "measured",
@@ -216,9 +217,9 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
     return result
 
 
-def _new_admissions(plan: Plan, pending: set[str]) -> list[tuple[str, dict[str, Any]]]:
-    return [(e.name, {"clusterQueue": e.cluster_queue, "podSets": e.admission})
-            for e in plan.workloads if e.state == "admitted" and e.name in pending and e.admission]
+def _new_admissions(plan: Plan, pending: set[str]) -> list[tuple[str, Mapping[str, Any]]]:
+    # A controller applies the plan's actions; it does not read the entries of pending workloads.
+    return [(a.workload, a.details) for a in plan.actions if a.kind == "admit" and a.workload in pending]
 
 
 def _targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ class BenchOptions:
     time_budget: float = 10.0
     replay: bool = False
     latency: str = "measured"
+    interval_ms: int = 100  # least virtual time between two replay cycles
     policies: tuple[str, ...] = ()  # extra or overriding policy files, as for `clueue plan --policy`
 
 
@@ -63,7 +64,7 @@ def run_scenario(name: str, options: BenchOptions, progress: Progress | None = N
         def on_replay(finished: int, all_: int) -> None:
             report(name, f"replay {finished}/{all_} finished", options.repeat + 100.0 * finished / max(all_, 1), total)
         result["replay"] = replay(scenario, time_budget=options.time_budget, latency=options.latency,
-                                  policy=policy, progress=on_replay)
+                                  min_interval_ms=options.interval_ms, policy=policy, progress=on_replay)
     report(name, "done", total, total)
     return result
 

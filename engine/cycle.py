@@ -19,8 +19,7 @@ from .config import Config
 from .explain import decode_reasons
 from .memo import Memo
 from .facts import render_facts
-from .plan import Action, Plan, PodSetAssignment, PodSetRequest, SolverInfo, WorkloadEntry
-from .quantity import format_quantity
+from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
@@ -136,7 +135,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     # Stopped by the budget with candidates beyond the prefix that might have fit: say so.
     cut_short = frozenset() if done.complete or cut == len(selection.ranked) else frozenset(done.unsolved)
 
-    entries, actions = _assemble(snapshot, built.workloads, done, config, cut_short, memo)
+    entries, actions = _assemble(snapshot, built.workloads, done, config, cut_short)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = done.decision.stats
@@ -149,7 +148,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    return Plan(tuple(entries), tuple(actions), solver, snapshot.digest(memo), policy.digest(),
+    return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices)
 
 
@@ -171,34 +170,17 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
     return out
 
 
-def _pods(w: Workload, memo: Memo) -> tuple[tuple[str, str], ...]:
-    return memo.get("pods", w, lambda: tuple(sorted((p.name, p.uid) for pods in w.pods.values() for p in pods)))
-
-
-def _pod_sets(w: Workload, memo: Memo) -> tuple[PodSetRequest, ...]:
-    return memo.get("pod-sets", w, lambda: _pod_set_requests(
-        tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in w.pod_sets)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _pod_set_requests(pod_sets: tuple[tuple[str, int, tuple[tuple[str, Fraction], ...]], ...]) -> tuple[PodSetRequest, ...]:
-    # A backlog repeats a few shapes many times: build each shape's entry once.
-    return tuple(PodSetRequest(name, count, {r: format_quantity(v) for r, v in requests})
-                 for name, count, requests in pod_sets)
-
-
 def _state(reasons: tuple[Reason, ...]) -> str:
     return "inadmissible" if any(r.code in INADMISSIBLE_CODES for r in reasons) else "pending"
 
 
 def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round, config: Config,
-              cut_short: frozenset[str], memo: Memo) -> tuple[list[WorkloadEntry], list[Action]]:
+              cut_short: frozenset[str]) -> tuple[Entries, list[Action]]:
     """Plan entries and actions. A workload in ``done.proxy`` shares the explanation of the one
     it maps to (same shape, same decision); reasons that depend on its own rank are its own.
-    A pending workload whose entry would equal last cycle's gets last cycle's entry (``memo``)."""
+    Decisions, actions and explanations are made now; pending entries are spelled out when read."""
     decision, explanation, proxy = done.decision, done.explanation, done.proxy
     rank = {w: i for i, w in enumerate(decision.ranked)}
-    by_key = {w.key: w for w in workloads}
     shared: dict[str, tuple[str, tuple[Reason, ...]]] = {}  # explained workload -> (state, reasons)
     entries: dict[str, WorkloadEntry] = {}
     actions: list[Action] = []
@@ -207,7 +189,7 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             continue
         cq = explanation.cluster_queues.get(w.key)
         base = dict(name=w.key, queue=w.queue, cluster_queue=cq, priority=w.priority, origin=w.origin,
-                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=_pod_sets(w, memo), pods=_pods(w, memo))
+                    rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests, pods=w.pod_refs)
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
         elif w.admission is not None:
@@ -230,7 +212,15 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
             if w.key in decision.unevaluated or (w.key in cut_short and w.key in explanation.might_fit):
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)
-    ahead = _AdmittedAhead(decision, explanation, rank, by_key)
+    return Entries(functools.partial(_spell_out, workloads, done, rank, entries, shared)), actions
+
+
+def _spell_out(workloads: tuple[Workload, ...], done: _Round, rank: Mapping[str, int], entries: dict[str, WorkloadEntry],
+               shared: Mapping[str, tuple[str, tuple[Reason, ...]]]) -> tuple[WorkloadEntry, ...]:
+    """All entries in workload order: ``entries`` holds the decided ones; pending ones are
+    made here from the reasons ``shared`` by their explainer and those of their own rank."""
+    decision, explanation, proxy = done.decision, done.explanation, done.proxy
+    ahead = _AdmittedAhead(decision, explanation, rank, {w.key: w for w in workloads})
     fifo = _FifoHeads(decision, explanation, proxy, done.unsolved)
     for w in workloads:
         if w.key in entries:
@@ -247,17 +237,11 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
                 extra.append(ahead.reason(behind))
         if not reasons and not extra and explainer in explanation.might_fit:
             extra.append(make_reason("NoCombinedFit"))  # nothing else explains it
-        decided = (explanation.cluster_queues.get(explainer), rank[w.key] + 1 if w.key in rank else None, state,
-                   reasons + tuple(extra))
-        entries[w.key] = memo.get("entry", w, functools.partial(_pending_entry, w, *decided, memo), decided)
-    return [entries[w.key] for w in workloads], actions
-
-
-def _pending_entry(w: Workload, cluster_queue: str | None, rank: int | None, state: str,
-                   reasons: tuple[Reason, ...], memo: Memo) -> WorkloadEntry:
-    return WorkloadEntry(name=w.key, queue=w.queue, cluster_queue=cluster_queue, priority=w.priority,
-                         origin=w.origin, rank=rank, pod_sets=_pod_sets(w, memo), pods=_pods(w, memo),
-                         state=state, reasons=reasons)
+        entries[w.key] = WorkloadEntry(
+            name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
+            origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests,
+            pods=w.pod_refs, state=state, reasons=reasons + tuple(extra) if extra else reasons)
+    return tuple(entries[w.key] for w in workloads)
 
 
 class _FifoHeads:
@@ -303,7 +287,7 @@ class _AdmittedAhead:
         for admitted in self.by_tree.values():
             admitted.sort(reverse=True)
         self.tree_of = {w: explanation.tree_roots.get(q) for w, q in explanation.cluster_queues.items()}
-        self.closest: dict[tuple[Any, frozenset[tuple[str, str]]], tuple[str, ...]] = {}
+        self.closest: dict[str, tuple[str, ...]] = {}  # explainer -> who all its followers wait behind
         self.short: dict[str, frozenset[tuple[str, str]]] = {}
         self.reasons: dict[tuple[str, ...], Reason] = {}
 
@@ -325,7 +309,7 @@ class _AdmittedAhead:
         else:
             mine = self._key(key)
             if admitted and admitted[0][3] < mine:  # ranked after every admitted one: a common answer
-                return self._after_all(self.tree_of.get(explainer), short)
+                return self._after_all(explainer, short)
             ahead = (w for _, w, used, theirs in admitted if theirs < mine and used & short)
         return tuple(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
 
@@ -335,8 +319,8 @@ class _AdmittedAhead:
             self.reasons[behind] = make_reason("WaitsBehind", workloads=list(behind))
         return self.reasons[behind]
 
-    def _after_all(self, tree: Any, short: frozenset[tuple[str, str]]) -> tuple[str, ...]:
-        if (tree, short) not in self.closest:
-            ahead = (w for _, w, used, _ in self.by_tree.get(tree, ()) if used & short)
-            self.closest[(tree, short)] = tuple(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
-        return self.closest[(tree, short)]
+    def _after_all(self, explainer: str, short: frozenset[tuple[str, str]]) -> tuple[str, ...]:
+        if explainer not in self.closest:
+            ahead = (w for _, w, used, _ in self.by_tree.get(self.tree_of.get(explainer), ()) if used & short)
+            self.closest[explainer] = tuple(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
+        return self.closest[explainer]

@@ -37,12 +37,14 @@ class Memo:
         self._now: dict[tuple[str, int], tuple[object, Any, Any]] = {}
         self._last: dict[tuple[str, int], tuple[object, Any, Any]] = {}
         self._configuration: Any = _NONE
+        self._numbers: dict[Hashable, int] = {}
 
     def start(self, configuration: Hashable | tuple[Any, ...]) -> None:
         """Begin a cycle. Values used in the previous cycle stay available; older ones are
         dropped; all are dropped if ``configuration`` differs from the previous cycle's."""
         if configuration != self._configuration:
             self._now.clear()
+            self._numbers.clear()
         self._configuration = configuration
         self._last, self._now = self._now, {}
 
@@ -56,3 +58,8 @@ class Memo:
             hit = (obj, context, derive())
         self._now[key] = hit
         return hit[2]  # type: ignore[no-any-return]
+
+    def number(self, value: Hashable) -> int:
+        """A small number for ``value``, the same for equal values while the configuration
+        holds: a cheap key where hashing the value itself, cycle after cycle, would not be."""
+        return self._numbers.setdefault(value, len(self._numbers))

@@ -6,12 +6,14 @@ The format is documented in ``docs/plan-format.md``; fields are only ever added 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping, overload
 
 from .reasons import Reason
 
-__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Action", "SolverInfo", "Plan", "STATES"]
+__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
+           "Plan", "STATES"]
 
 PLAN_API_VERSION = "clueue.dev/v1"
 STATES = ("admitted", "pending", "inadmissible", "finished")
@@ -111,9 +113,52 @@ class SolverInfo:
                 "candidates": self.candidates, "pruned": self.pruned, "rounds": self.rounds, "choices": self.choices, "conflicts": self.conflicts}
 
 
+class Entries(Sequence[WorkloadEntry]):
+    """A plan's workload entries, spelled out when first read.
+
+    A cycle decides and explains every workload, but thousands of pending ones share a few
+    explanations; writing out one entry each is work only for readers of those entries. A
+    controller applying the plan's actions never reads them, so it never pays for it.
+    """
+
+    def __init__(self, spell_out: Callable[[], tuple[WorkloadEntry, ...]]) -> None:
+        self._spell_out: Callable[[], tuple[WorkloadEntry, ...]] | None = spell_out
+        self._entries: tuple[WorkloadEntry, ...] = ()
+
+    def _all(self) -> tuple[WorkloadEntry, ...]:
+        if self._spell_out is not None:
+            self._entries, self._spell_out = self._spell_out(), None
+        return self._entries
+
+    @overload
+    def __getitem__(self, index: int) -> WorkloadEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[WorkloadEntry, ...]: ...
+    def __getitem__(self, index: int | slice) -> WorkloadEntry | tuple[WorkloadEntry, ...]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self) -> Iterator[WorkloadEntry]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and self._all() == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"Entries({self._all()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (e.g. from a guarded child process) as a plain tuple
+        return (tuple, (self._all(),))
+
+
 @dataclass(frozen=True)
 class Plan:
-    workloads: tuple[WorkloadEntry, ...]
+    workloads: Sequence[WorkloadEntry]  # a tuple, or Entries spelled out on first read
     actions: tuple[Action, ...]
     solver: SolverInfo
     snapshot_digest: str

@@ -8,14 +8,15 @@ creation time (same queue, namespace, priority, pod sets and requests) are inter
 later one of a shape is considered after every earlier one, and if an earlier one did not fit, a
 later one cannot, with at least as much admitted before it. So the admitted members of a shape
 are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
-fit in what the quota tree of its ClusterQueue has free (its nominal quota, all nodes together,
-less what admitted workloads use): no tree's usage ever exceeds its nominal quota. Members beyond ``bound + 1`` are dropped;
-the extra one is never admitted and stands for them in the explanation.
+fit in what the quota tree of its ClusterQueue has free (the nominal quota of all its nodes, less
+what admitted workloads use; no tree ever uses more than its nominal quota). Members beyond
+``bound + 1`` are dropped; the extra one is never admitted and stands for them in the
+explanation.
 
 *Prefixes.* The best admitted set in rank order, restricted to the first k candidates, is the
 best admitted set of those k alone: no later candidate changes an earlier decision. The cycle
-solves a prefix that reaches past what Kueue's greedy order would admit on each quota tree's free
-quota and asks twice what every tree has free; if afterwards no remaining
+solves a prefix that reaches past the last candidate Kueue's greedy order would admit on each
+tree's free quota, and that asks twice what every tree has free; if afterwards no remaining
 candidate could fit on its own on top of that decision (the explanation pass computes this from
 the remaining headroom), the decision is the one the whole backlog would give. Otherwise the
 prefix grows and the cycle solves again.
@@ -164,13 +165,14 @@ class _Pending(NamedTuple):
     """What selection needs of one pending workload; ordered by the built-in rank key."""
 
     rank: tuple[int, int, str]
-    shape: tuple[object, ...]  # starts with the workload's ClusterQueue
+    shape: int  # the number of its shape (Memo.number)
+    cluster_queue: str
     needs: Mapping[str, Fraction]
     workload: Workload
 
 
-def _pending(cq: str | None, w: Workload) -> _Pending | None:
-    return None if cq is None else _Pending(_rank_key(w), _shape(cq, w), _needs(w), w)
+def _pending(cq: str | None, w: Workload, memo: Memo) -> _Pending | None:
+    return None if cq is None else _Pending(_rank_key(w), memo.number(_shape(cq, w)), cq, _needs(w), w)
 
 
 def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy,
@@ -184,11 +186,11 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, totals = _trees(snapshot)
     fixed: list[Workload] = []
-    shapes: dict[tuple[object, ...], list[_Pending]] = defaultdict(list)
+    shapes: dict[int, list[_Pending]] = defaultdict(list)
     for w in workloads:
         p = None if w.admission is not None or w.finished or w.held else memo.get(
-            "pending", w, lambda: _pending(queues.get(f"{w.namespace}/{w.queue}"), w))
-        if p is None or p.shape[0] not in tree_of:
+            "pending", w, lambda: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo))
+        if p is None or p.cluster_queue not in tree_of:
             fixed.append(w)
         else:
             shapes[p.shape].append(p)
@@ -196,14 +198,14 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     kept: list[_Pending] = []
     stand_in: dict[str, str] = {}
     shape: dict[str, int] = {}
-    for number, (key, members) in enumerate(shapes.items()):
+    for number, members in shapes.items():
         members.sort()
-        limit = _bound(members[0].needs, free.get(tree_of[str(key[0])], {})) + 1
+        limit = _bound(members[0].needs, free.get(tree_of[members[0].cluster_queue], {})) + 1
         kept += members[:limit]
         shape.update({p.workload.key: number for p in members})
         stand_in.update({p.workload.key: members[limit - 1].workload.key for p in members[limit:]})
     kept.sort()
-    demand = tuple((tree_of[str(p.shape[0])], p.needs) for p in kept)
+    demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free)
 
 

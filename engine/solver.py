@@ -33,14 +33,42 @@ class Term:
 
 
 def to_python(symbol: clingo.Symbol) -> Any:
-    if symbol.type == clingo.SymbolType.Number:
-        return symbol.number
-    if symbol.type == clingo.SymbolType.String:
-        return symbol.string
-    if symbol.type == clingo.SymbolType.Function:
-        args = tuple(to_python(a) for a in symbol.arguments)
-        return args if symbol.name == "" else Term(symbol.name, args)
-    return str(symbol)  # #inf / #sup
+    """The Python value of a symbol: an int, a str, a tuple or a :class:`Term` (#inf/#sup as text)."""
+    return _Values()[symbol]
+
+
+# Reading a symbol goes through clingo's C API one property at a time (``type``, ``arguments``,
+# ``string``, ...), each call costing about a microsecond of Python. The same workload, queue and
+# flavor names recur in many atoms and in every model, so the decoders below memoize per symbol:
+# a dict lookup costs one hash call. Symbols are immutable values, so a cached entry never goes stale.
+_NUMBER, _STRING, _FUNCTION = clingo.SymbolType.Number, clingo.SymbolType.String, clingo.SymbolType.Function
+
+
+class _Values(dict):
+    """Memo of the Python value of symbols (see :func:`to_python`); arguments are memoized too."""
+
+    def __missing__(self, symbol: clingo.Symbol) -> Any:
+        kind = symbol.type  # read once: every read is a call into clingo
+        if kind == _NUMBER:
+            value: Any = symbol.number
+        elif kind == _STRING:
+            value = symbol.string
+        elif kind == _FUNCTION:
+            args = tuple(self[a] for a in symbol.arguments)
+            name = symbol.name
+            value = args if name == "" else Term(name, args)
+        else:
+            value = str(symbol)  # #inf / #sup
+        self[symbol] = value
+        return value
+
+
+class _Strings(dict):
+    """Memo of ``Symbol.string``: like it, fails on a symbol that is not a string."""
+
+    def __missing__(self, symbol: clingo.Symbol) -> str:
+        text = self[symbol] = symbol.string
+        return text
 
 
 @dataclass(frozen=True)
@@ -117,8 +145,26 @@ def _ground(ctl: clingo.Control, parts: list[tuple[str, list[clingo.Symbol]]], m
         raise PolicyError("grounding failed: " + "; ".join(messages.items[-5:])) from None
 
 
-def _atoms(ctl: clingo.Control, name: str, arity: int) -> Iterable[clingo.SymbolicAtom]:
-    return ctl.symbolic_atoms.by_signature(name, arity)
+def _arguments(ctl: clingo.Control, name: str, arity: int) -> list[list[clingo.Symbol]]:
+    """The argument lists of the ground atoms ``name/arity``."""
+    return [a.symbol.arguments for a in ctl.symbolic_atoms.by_signature(name, arity)]
+
+
+def _literals(ctl: clingo.Control, name: str, arity: int) -> list[tuple[clingo.Symbol, int]]:
+    """The ground atoms ``name/arity`` with their program literals."""
+    return [(a.symbol, a.literal) for a in ctl.symbolic_atoms.by_signature(name, arity)]
+
+
+def _named_atoms(ctl: clingo.Control, names: Iterable[str]) -> dict[clingo.Symbol, str]:
+    """The ground atoms whose predicate has one of ``names`` (any arity or sign) -> their name.
+
+    Filtering a model by membership in this dict costs a hash call per atom, where asking
+    each atom its name costs a string conversion.
+    """
+    names = set(names)
+    atoms = ctl.symbolic_atoms
+    return {a.symbol: name for name, arity, positive in atoms.signatures if name in names
+            for a in atoms.by_signature(name, arity, positive)}
 
 
 def _solve(ctl: clingo.Control, deadline: float, *, assumptions: Sequence[int] = (),
@@ -134,18 +180,20 @@ def _solve(ctl: clingo.Control, deadline: float, *, assumptions: Sequence[int] =
 
 
 def _order_decisions(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
-                     groups: Mapping[str, list[str]], keys: Mapping[str, clingo.Symbol]) -> None:
+                     groups: Mapping[str, list[str]], keys: Mapping[str, clingo.Symbol],
+                     choose_atoms: Sequence[tuple[clingo.Symbol, int]], strings: _Strings,
+                     values: _Values) -> None:
     """Make the search decide admissions in rank order, then flavors in rank and flavor order.
 
     ``admit/1`` atoms get the highest levels, in rank order, sign true. ``choose/4`` atoms come
     after all of them: by the rank of their workload, then by the flavor's position in its
     resource group, sign true, so that among equally good plans the higher-ranked workload
     keeps the earlier flavor, as in Kueue. StrictFIFO groups are chained by constraints.
+    ``choose_atoms`` are the ground ``choose/4`` atoms with their literals.
     """
     position_of = {w: i for i, w in enumerate(ranked)}
-    queue_of = {a.symbol.arguments[0].string: a.symbol.arguments[1].string for a in _atoms(ctl, "workload_cq", 2)}
-    flavor_pos = {(a.symbol.arguments[0].string, a.symbol.arguments[1].number, a.symbol.arguments[2].string):
-                  a.symbol.arguments[3].number for a in _atoms(ctl, "cq_flavor", 4)}
+    queue_of = {strings[w]: strings[q] for w, q in _arguments(ctl, "workload_cq", 2)}
+    flavor_pos = {(strings[q], g.number, strings[f]): pos.number for q, g, f, pos in _arguments(ctl, "cq_flavor", 4)}
     width = max(flavor_pos.values(), default=0) + 1
     n = len(ranked)
     level, sign = clingo.backend.HeuristicType.Level, clingo.backend.HeuristicType.Sign
@@ -154,11 +202,12 @@ def _order_decisions(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping
             if w in position_of:
                 backend.add_heuristic(atom, level, (n + 1) * width + n - position_of[w], 1, [])
                 backend.add_heuristic(atom, sign, 1, 1, [])
-        for a in _atoms(ctl, "choose", 4):
-            w, _, g, f = (to_python(x) for x in a.symbol.arguments)
+        for symbol, literal in choose_atoms:
+            w, _, g, f = symbol.arguments
+            w, g, f = values[w], values[g], values[f]
             pos = flavor_pos.get((queue_of.get(w, ""), g, f), width - 1)
-            backend.add_heuristic(a.literal, level, (n - position_of.get(w, n)) * width + width - pos, 1, [])
-            backend.add_heuristic(a.literal, sign, 1, 1, [])
+            backend.add_heuristic(literal, level, (n - position_of.get(w, n)) * width + width - pos, 1, [])
+            backend.add_heuristic(literal, sign, 1, 1, [])
         for members in groups.values():
             chain = [admit_atom[w] for w in sorted(members, key=lambda w: keys[w]) if w in admit_atom]
             for before, after in zip(chain, chain[1:]):
@@ -196,22 +245,24 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     _ground(ctl, [("base", []), ("decide", [])], messages)
     grounded = time.monotonic()
 
-    keys = {a.symbol.arguments[0].string: a.symbol.arguments[1] for a in _atoms(ctl, "rank_key", 2)}
-    candidates = [a.symbol.arguments[0].string for a in _atoms(ctl, "candidate", 1)]
+    strings, values = _Strings(), _Values()  # decoded once per symbol, for all atoms and models below
+    keys = {strings[w]: key for w, key in _arguments(ctl, "rank_key", 2)}
+    candidates = [strings[w] for w, in _arguments(ctl, "candidate", 1)]
     missing = [w for w in candidates if w not in keys]
     if missing:
         raise PolicyError(f"the policy gives no rank_key/2 to candidate {missing[0]!r}")
-    ranked = sorted(candidates, key=lambda w: keys[w])
-    admit_atom = {a.symbol.arguments[0].string: a.literal for a in _atoms(ctl, "admit", 1)}
+    ranked = sorted(candidates, key=keys.__getitem__)
+    admit_atom = {strings[symbol.arguments[0]]: literal for symbol, literal in _literals(ctl, "admit", 1)}
     groups: dict[str, list[str]] = {}
-    for a in _atoms(ctl, "fifo_group", 2):
-        groups.setdefault(str(a.symbol.arguments[1]), []).append(a.symbol.arguments[0].string)
+    for w, group in _arguments(ctl, "fifo_group", 2):
+        groups.setdefault(str(group), []).append(strings[w])
+    choose_atoms = _literals(ctl, "choose", 4)
 
-    _order_decisions(ctl, ranked, admit_atom, groups, keys)
+    _order_decisions(ctl, ranked, admit_atom, groups, keys, choose_atoms, strings, values)
 
     first: dict[str, Any] = {}
     result, finished = _solve(ctl, min(deadline, grounded + _ONE_SHOT_SHARE * budget),
-                              on_model=lambda m: first.update(_record(m)))
+                              on_model=lambda m: first.update(_record(m, values)))
     if finished and result is not None and result.unsatisfiable:
         raise SolveError("the policy's hard constraints fail even when nothing new is admitted: "
                          "check the integrity constraints of your policy files")
@@ -220,7 +271,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         admitted = {t.args[0] for t in first["symbols"] if t.name == "admit"}
         checked = _Checked(admitted, first, (), False)
     else:
-        checked = _rank_checks(ctl, ranked, admit_atom, deadline)
+        checked = _rank_checks(ctl, ranked, admit_atom, deadline, dict(choose_atoms), values)
         admitted = checked.admitted
         effort = tuple(a + b for a, b in zip(effort, _effort(ctl)))  # type: ignore[assignment]
     with ctl.backend() as backend:  # the admitted set is decided: fix it, then optimize flavors
@@ -234,7 +285,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     # (and a short grace period when the budget is spent, to find any plan of that set).
     now = time.monotonic()
     final_deadline = max(min(deadline, now + _OPTIMIZE_SHARE * budget), now + _GRACE_SECONDS)
-    result, finished = _solve(ctl, final_deadline, on_model=lambda m: best.update(_record(m)))
+    result, finished = _solve(ctl, final_deadline, on_model=lambda m: best.update(_record(m, values)))
     if "symbols" not in best:
         if checked.model is None:
             raise SolveError("no plan found within the time budget; raise --time-budget")
@@ -275,12 +326,24 @@ _OPTIMIZE_SHARE = 0.2  # of the budget for the flavor preferences among plans ad
 _GRACE_SECONDS = 1.0  # beyond a spent budget, to find some plan of the admitted set
 
 
-def _record(model: clingo.Model) -> dict[str, Any]:
-    """A model's decision, decoded (a Model must not outlive its callback)."""
-    shown = model.symbols(shown=True)
-    return {"symbols": [to_python(s) for s in shown if s.name != "draw"],
-            "draws": tuple(f"{s}." for s in shown if s.name == "draw"),
-            "chosen": [s for s in shown if s.name == "choose"],
+def _record(model: clingo.Model, values: _Values) -> dict[str, Any]:
+    """A model's decision, decoded (a Model must not outlive its callback; its Symbols may).
+
+    ``symbols`` are the decoded shown atoms but ``draw/4``, ``draws`` those as ASP text, and
+    ``chosen`` the ``choose/4`` symbols.
+    """
+    symbols: list[Any] = []
+    draws: list[str] = []
+    chosen: list[clingo.Symbol] = []
+    for s in model.symbols(shown=True):
+        name = s.name  # read once: every read is a call into clingo
+        if name == "draw":
+            draws.append(f"{s}.")
+            continue
+        symbols.append(values[s])
+        if name == "choose":
+            chosen.append(s)
+    return {"symbols": symbols, "draws": tuple(draws), "chosen": chosen,
             "cost": tuple(model.cost), "proven": model.optimality_proven}
 
 
@@ -299,7 +362,7 @@ class _Checked:
 
 
 def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
-                 deadline: float) -> _Checked:
+                 deadline: float, choose_literal: Mapping[clingo.Symbol, int], values: _Values) -> _Checked:
     """Decide candidates one by one in rank order, each for good before the next.
 
     For each candidate, check (a) keeps the flavors of everything admitted so far and lets only
@@ -308,8 +371,8 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
     short time limit. Until a (b) check first succeeds, the assignment evolves as greedy's does;
     a (b) success puts the admitted set ahead of greedy's in rank order. So the result is never
     worse than greedy, even when (b) checks run out of time (then ``unsure`` is set).
+    ``choose_literal`` maps the ground ``choose/4`` atoms to their literals.
     """
-    choose_literal = {a.symbol: a.literal for a in _atoms(ctl, "choose", 4)}
     with ctl.backend() as backend:  # a check is about one candidate: the ones after it stay out
         for atom in admit_atom.values():
             backend.add_heuristic(atom, clingo.backend.HeuristicType.Sign, -1, 2, [])
@@ -327,7 +390,7 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
             limit = time.monotonic() + max(0.02, min(left, 2 * left / (len(ranked) - position)))
             found: dict[str, Any] = {}
             for assumptions in (flavors + [lit], [lit]):
-                result, finished = _solve(ctl, limit, assumptions=assumptions, on_model=lambda m: found.update(_record(m)))
+                result, finished = _solve(ctl, limit, assumptions=assumptions, on_model=lambda m: found.update(_record(m, values)))
                 ok = bool(finished and result is not None and result.satisfiable)
                 if ok:
                     break
@@ -352,29 +415,32 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
         decided += [f"choose({value_text(w)},{value_text(ps)},{g},{value_text(f)})." for ps, g, f in choices]
     _load(ctl, facts + "\n".join(decided) + "\n", policy, messages)
     _ground(ctl, [("base", []), ("explain", [])], messages)
+    explained = _named_atoms(ctl, _EXPLAINED)  # the ground atoms to keep from the model -> their name
     found: dict[str, Any] = {}
 
     def on_model(model: clingo.Model) -> None:
-        found["atoms"] = [s for s in model.symbols(atoms=True) if s.name in _EXPLAINED]
+        found["atoms"] = [s for s in model.symbols(atoms=True) if s in explained]  # in the model's order
 
     _solve(ctl, time.monotonic() + budget, on_model=on_model)
+    strings, values = _Strings(), _Values()
     reasons: dict[str, list[Any]] = {}
     roots: dict[str, Any] = {}
     queues: dict[str, str] = {}
     fits: set[str] = set()
     fifo: dict[str, str] = {}
     for s in found.get("atoms", []):
-        first = s.arguments[0].string
-        if s.name == "reason":
-            reasons.setdefault(first, []).append(to_python(s.arguments[1]))
-        elif s.name == "tree_root":
-            roots[first] = to_python(s.arguments[1])
-        elif s.name == "workload_cq":
-            queues[first] = s.arguments[1].string
-        elif s.name == "might_fit":
+        name, args = explained[s], s.arguments
+        first = strings[args[0]]
+        if name == "reason":
+            reasons.setdefault(first, []).append(values[args[1]])
+        elif name == "tree_root":
+            roots[first] = values[args[1]]
+        elif name == "workload_cq":
+            queues[first] = strings[args[1]]
+        elif name == "might_fit":
             fits.add(first)
         else:
-            fifo[first] = str(s.arguments[1])
+            fifo[first] = str(args[1])
     return Explanation({w: tuple(sorted(r, key=str)) for w, r in reasons.items()}, roots, queues,
                        frozenset(fits), fifo)
 

@@ -20,6 +20,8 @@ import yaml
 from .config import Config
 from .errors import SnapshotError
 from .memo import Memo
+from .plan import PodSetRequest
+from .quantity import format_quantity
 from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .snapshot import KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
@@ -61,6 +63,19 @@ class Workload:
     @functools.cached_property
     def key(self) -> str:  # cached: every phase of a cycle looks workloads up by key
         return f"{self.namespace}/{self.name}"
+
+    # A Session rebuilds a plan entry for every pending workload every cycle; these parts of it
+    # never change for the same workload, so they are computed once per workload object.
+    @functools.cached_property
+    def pod_refs(self) -> tuple[tuple[str, str], ...]:
+        """(name, uid) of the pods it is made of, in name order."""
+        return tuple(sorted((p.name, p.uid) for pods in self.pods.values() for p in pods))
+
+    @functools.cached_property
+    def requests(self) -> tuple[PodSetRequest, ...]:
+        """Its pod sets as the plan shows them: counts and per-pod requests as quantities."""
+        return tuple(PodSetRequest(ps.name, ps.count, {r: format_quantity(v) for r, v in ps.requests.items()})
+                     for ps in self.pod_sets)
 
     def admitted_count(self, pod_set: str) -> int:
         """Pods of ``pod_set`` that hold quota: the admitted count less succeeded pods."""
