@@ -12,7 +12,7 @@ import itertools
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .compiler import Compiled, compile_facts, resource_units
 from .config import Config
@@ -40,14 +40,19 @@ def compile_snapshot(snapshot: Snapshot, config: Config = Config()) -> tuple[Com
 
 @dataclass(frozen=True)
 class _Round:
-    """One decide-and-explain round over a prefix of the ranked candidates."""
+    """One round over a prefix of the ranked candidates: its decision, and its explanation."""
 
-    compiled: Compiled  # the facts of the explanation pass
     decision: Decision
-    explanation: Explanation
-    proxy: Mapping[str, str]  # workload -> the workload whose explanation it shares
+    explained: Callable[[], tuple[Compiled, Explanation]]  # the explanation pass, run once when first called
+    proxy: Mapping[str, str]  # ranked candidate -> the workload whose explanation it shares
+    stand_in: Mapping[str, str]  # dropped shape member -> the ranked one it shares a decision with
     unsolved: tuple[str, ...]  # ranked candidates beyond the prefix, in rank order
     complete: bool  # no candidate beyond the prefix could have been admitted
+
+    def explainer(self, key: str) -> str:
+        """The workload whose explanation ``key`` shares (itself if none)."""
+        key = self.stand_in.get(key, key)
+        return self.proxy.get(key, key)
 
 
 def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], cut: int, policy: Policy,
@@ -60,7 +65,7 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
     # Members of a shape share their explanation: a left-out solved one explains the others of
     # its shape; a shape with none left out is explained by its first unsolved member.
     explainer: dict[int, str] = {}
-    proxy = dict(selection.stand_in)
+    proxy: dict[str, str] = {}
     for w in solved:
         if w.key not in decision.assignments:
             shape = selection.shape[w.key]
@@ -74,14 +79,24 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
             proxy[key] = explainer[shape]
         else:
             explainer[shape] = key
-    for key, target in proxy.items():  # a dropped member's stand-in may itself be proxied
-        proxy[key] = proxy.get(target, target)
-    explaining = compile_facts(snapshot, [w for w in selection.fixed + selection.ranked if w.key not in proxy], units)
-    explained = explain(render_facts(explaining.facts), policy, decision,
-                        budget=max(0.0, deadline - time.monotonic()))
-    unsolved_explainers = {proxy.get(k, k) for k in unsolved}
-    complete = not unsolved_explainers & explained.might_fit
-    return _Round(explaining, decision, explained, proxy, unsolved, complete)
+    explaining = [w for w in selection.fixed + selection.ranked if w.key not in proxy]
+
+    @functools.cache
+    def explained() -> tuple[Compiled, Explanation]:
+        compiled = compile_facts(snapshot, explaining, units)
+        # Never less than a grace period: an explanation asked for after the cycle still gets made.
+        budget = max(deadline - time.monotonic(), _EXPLAIN_GRACE_SECONDS)
+        return compiled, explain(render_facts(compiled.facts), policy, decision, budget=budget)
+
+    # Whether a candidate beyond the prefix might have fit: the quota trees' nominal totals
+    # usually settle it at once; otherwise the explanation pass knows (might_fit/1).
+    if selection.settled(decision.assignments, cut):
+        return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
+    complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
+    return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete)
+
+
+_EXPLAIN_GRACE_SECONDS = 1.0
 
 
 def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> Plan:
@@ -135,7 +150,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     # Stopped by the budget with candidates beyond the prefix that might have fit: say so.
     cut_short = frozenset() if done.complete or cut == len(selection.ranked) else frozenset(done.unsolved)
 
-    entries, actions = _assemble(snapshot, built.workloads, done, config, cut_short)
+    actions = _actions(snapshot, built.workloads, done.decision)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = done.decision.stats
@@ -148,6 +163,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
+    entries = Entries(functools.partial(_entries, built.workloads, done, config, cut_short))
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices)
 
@@ -174,18 +190,47 @@ def _state(reasons: tuple[Reason, ...]) -> str:
     return "inadmissible" if any(r.code in INADMISSIBLE_CODES for r in reasons) else "pending"
 
 
-def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round, config: Config,
-              cut_short: frozenset[str]) -> tuple[Entries, list[Action]]:
-    """Plan entries and actions. A workload in ``done.proxy`` shares the explanation of the one
-    it maps to (same shape, same decision); reasons that depend on its own rank are its own.
-    Decisions, actions and explanations are made now; pending entries are spelled out when read."""
-    decision, explanation, proxy = done.decision, done.explanation, done.proxy
+def _admission(w: Workload, chosen: Mapping[tuple[str, str], str]) -> tuple[PodSetAssignment, ...]:
+    """The pod sets of ``w`` with the flavors chosen for them: (pod set, resource) -> flavor."""
+    return tuple(PodSetAssignment(ps.name, ps.count, {r: f for (p, r), f in sorted(chosen.items()) if p == ps.name})
+                 for ps in w.pod_sets)
+
+
+def _held_admission(w: Workload) -> tuple[PodSetAssignment, ...]:
+    """The admission ``w`` holds from before this cycle, with its counts resolved."""
+    assert w.admission is not None
+    return tuple(PodSetAssignment(a.name, a.count if a.count >= 0 else w.admitted_count(a.name), a.flavors)
+                 for a in w.admission.pod_sets)
+
+
+def _actions(snapshot: Snapshot, workloads: tuple[Workload, ...], decision: Decision) -> list[Action]:
+    """What to do in the cluster, in workload order: admit what was decided and ungate the pods
+    of every admitted workload."""
+    actions: list[Action] = []
+    for w in workloads:
+        if w.finished:
+            continue
+        if w.admission is not None:
+            actions += _ungate_actions(snapshot, w, _held_admission(w))
+        elif w.key in decision.assignments:
+            admission = _admission(w, decision.assignments[w.key])
+            actions.append(Action("admit", w.key, w.key, {"clusterQueue": decision.cluster_queues.get(w.key),
+                                                          "podSets": [a.to_dict() for a in admission]}))
+            actions += _ungate_actions(snapshot, w, admission)
+    return actions
+
+
+def _entries(workloads: tuple[Workload, ...], done: _Round, config: Config,
+             cut_short: frozenset[str]) -> tuple[WorkloadEntry, ...]:
+    """Every plan entry, in workload order. A workload shares the explanation of its
+    ``done.explainer`` (same shape, same decision); reasons that depend on its own rank are its own."""
+    decision = done.decision
+    compiled, explanation = done.explained()
     rank = {w: i for i, w in enumerate(decision.ranked)}
     shared: dict[str, tuple[str, tuple[Reason, ...]]] = {}  # explained workload -> (state, reasons)
     entries: dict[str, WorkloadEntry] = {}
-    actions: list[Action] = []
     for w in workloads:
-        if w.key in proxy:
+        if w.key in done.proxy or w.key in done.stand_in:
             continue
         cq = explanation.cluster_queues.get(w.key)
         base = dict(name=w.key, queue=w.queue, cluster_queue=cq, priority=w.priority, origin=w.origin,
@@ -193,39 +238,25 @@ def _assemble(snapshot: Snapshot, workloads: tuple[Workload, ...], done: _Round,
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
         elif w.admission is not None:
-            admission = tuple(PodSetAssignment(a.name, a.count if a.count >= 0 else w.admitted_count(a.name), a.flavors)
-                              for a in w.admission.pod_sets)
-            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=admission, reasons=(
+            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w), reasons=(
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),))
-            actions += _ungate_actions(snapshot, w, admission)
         elif w.key in decision.assignments:
             chosen = decision.assignments[w.key]
-            admission = tuple(PodSetAssignment(ps.name, ps.count, {r: f for (p, r), f in sorted(chosen.items()) if p == ps.name})
-                              for ps in w.pod_sets)
             flavors = sorted({f"{f} ({r})" for (_, r), f in chosen.items()})
-            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=admission,
+            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_admission(w, chosen),
                                            reasons=(make_reason("Admitted", clusterQueue=cq, flavors=flavors),))
-            actions.append(Action("admit", w.key, w.key, {"clusterQueue": cq, "podSets": [a.to_dict() for a in admission]}))
-            actions += _ungate_actions(snapshot, w, admission)
         else:
-            reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), done.compiled))
+            reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), compiled))
             if w.key in decision.unevaluated or (w.key in cut_short and w.key in explanation.might_fit):
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)
-    return Entries(functools.partial(_spell_out, workloads, done, rank, entries, shared)), actions
 
-
-def _spell_out(workloads: tuple[Workload, ...], done: _Round, rank: Mapping[str, int], entries: dict[str, WorkloadEntry],
-               shared: Mapping[str, tuple[str, tuple[Reason, ...]]]) -> tuple[WorkloadEntry, ...]:
-    """All entries in workload order: ``entries`` holds the decided ones; pending ones are
-    made here from the reasons ``shared`` by their explainer and those of their own rank."""
-    decision, explanation, proxy = done.decision, done.explanation, done.proxy
     ahead = _AdmittedAhead(decision, explanation, rank, {w.key: w for w in workloads})
-    fifo = _FifoHeads(decision, explanation, proxy, done.unsolved)
+    fifo = _FifoHeads(decision, explanation, done.proxy, done.unsolved)
     for w in workloads:
         if w.key in entries:
             continue
-        explainer = proxy.get(w.key, w.key)
+        explainer = done.explainer(w.key)
         state, reasons = shared[explainer]
         extra = []
         head = fifo.head(w.key, explainer)

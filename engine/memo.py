@@ -34,8 +34,9 @@ class Memo:
     """
 
     def __init__(self) -> None:
-        self._now: dict[tuple[str, int], tuple[object, Any, Any]] = {}
-        self._last: dict[tuple[str, int], tuple[object, Any, Any]] = {}
+        # table -> id(object) -> (object, context, value), for this cycle and the previous one
+        self._now: dict[str, dict[int, tuple[object, Any, Any]]] = {}
+        self._last: dict[str, dict[int, tuple[object, Any, Any]]] = {}
         self._configuration: Any = _NONE
         self._numbers: dict[Hashable, int] = {}
 
@@ -51,12 +52,19 @@ class Memo:
     def get(self, table: str, obj: object, derive: Callable[[], V], context: Any = None) -> V:
         """The value ``derive()`` gives for ``obj`` in ``table``, computed once while ``obj``
         (the same object, by identity) recurs with an equal ``context``."""
-        key = (table, id(obj))
-        hit = self._now.get(key) or self._last.get(key)
-        # The entry holds the object, so its id cannot be reused by another object meanwhile.
-        if hit is None or hit[0] is not obj or hit[1] != context:
-            hit = (obj, context, derive())
-        self._now[key] = hit
+        now = self._now.get(table)
+        if now is None:
+            now = self._now[table] = {}
+        key = id(obj)
+        hit = now.get(key)
+        if hit is None:
+            hit = self._last.get(table, {}).get(key)
+            # The entry holds the object, so its id cannot be reused by another object meanwhile.
+            if hit is None or hit[0] is not obj or hit[1] != context:
+                hit = (obj, context, derive())
+            now[key] = hit
+        elif hit[1] != context:
+            hit = now[key] = (obj, context, derive())
         return hit[2]  # type: ignore[no-any-return]
 
     def number(self, value: Hashable) -> int:

@@ -29,11 +29,11 @@ exact, as long as they tell workloads apart by their facts and not by their name
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import floor
-from typing import Iterable, Mapping, NamedTuple
+from typing import Collection, Iterable, Mapping, NamedTuple
 
 from .memo import Memo
 from .objects import ResourceGroup
@@ -55,7 +55,7 @@ class Selection:
     ``fixed`` are always solved (admitted, held, finished, or when selection is off);
     ``ranked`` are the kept pending shape members in the built-in rank order, solved a prefix
     at a time; ``stand_in`` maps each dropped member to the kept member that stands for it;
-    ``shape`` maps every shape member, kept or dropped, to its shape.
+    ``shape`` maps every kept member to its shape.
     """
 
     fixed: tuple[Workload, ...]
@@ -64,6 +64,8 @@ class Selection:
     shape: Mapping[str, int] = field(default_factory=dict)
     demand: tuple[tuple[str, Mapping[str, Fraction]], ...] = ()  # per ranked member: its tree, its needs
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
+    least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
+    sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
 
     def prefix(self, fill: int = _FILL) -> int:
         """The shortest prefix of ``ranked`` that covers two estimates of what will be admitted.
@@ -73,31 +75,50 @@ class Selection:
         the small candidates which fill what big ones leave are in it. Second, of every tree it
         asks ``fill`` times what is free, counting only candidates small enough for what is free
         (a bigger one cannot take any of it), for when the limits inside a tree admit fewer.
+        The walk stops once every tree is settled for both, so it costs the prefix, not the backlog.
         """
-        left = {tree: dict(res) for tree, res in self.capacity.items()}
+        room = {tree: dict(res) for tree, res in self.capacity.items()}  # what greedy order leaves
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-        remaining: dict[str, int] = defaultdict(int)
-        for tree, _ in self.demand:
-            remaining[tree] += 1
-        open_trees = set(remaining)
-        covered = greedy_last = 0
+        remaining = dict(self.sizes)
+        asking, filling = set(remaining), set(remaining)  # trees still open for either estimate
+        covered = last = 0
         for i, (tree, needs) in enumerate(self.demand):
             remaining[tree] -= 1
-            free = self.capacity.get(tree, {})
-            if _fits(needs, free):
-                for r, v in needs.items():
-                    asked[tree][r] += v
-            if tree in open_trees and (remaining[tree] == 0 or all(
-                    asked[tree][r] >= fill * total for r, total in free.items() if total > 0)):
-                open_trees.discard(tree)
-                if not open_trees:
+            if tree in asking:
+                free = self.capacity.get(tree, {})
+                if _fits(needs, free):
+                    for r, v in needs.items():
+                        asked[tree][r] += v
+                if remaining[tree] == 0 or all(asked[tree][r] >= fill * total for r, total in free.items() if total > 0):
+                    asking.discard(tree)
                     covered = i + 1
-            room = left.get(tree, {})
-            if _fits(needs, room):
+            if tree in filling:
+                left = room.setdefault(tree, {})
+                if _fits(needs, left):
+                    for r, v in needs.items():
+                        left[r] -= v
+                    last = i + 1
+                least = self.least.get(tree, {})
+                if remaining[tree] == 0 or any(left.get(r, Fraction(0)) < v for r, v in least.items()):
+                    filling.discard(tree)  # no candidate of the tree fits what greedy order left
+            if not asking and not filling:
+                break
+        return max(covered, last)
+
+    def settled(self, admitted: Collection[str], cut: int) -> bool:
+        """Whether no candidate beyond the first ``cut`` could be admitted on top of ``admitted``
+        (the ones of the first ``cut`` the solver admitted): each needs more than its tree's
+        nominal quota then has left. Sufficient, not necessary: the explanation pass decides
+        exactly when this says no."""
+        left = {tree: dict(res) for tree, res in self.capacity.items()}
+        for w, (tree, needs) in zip(self.ranked[:cut], self.demand[:cut]):
+            if w.key in admitted:
+                room = left.setdefault(tree, {})
                 for r, v in needs.items():
-                    room[r] -= v
-                greedy_last = i + 1
-        return max(covered, greedy_last)
+                    room[r] = room.get(r, Fraction(0)) - v
+        full = {tree for tree, room in left.items()
+                if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
+        return not any(tree not in full and _fits(needs, left.get(tree, {})) for tree, needs in self.demand[cut:])
 
 
 def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
@@ -198,15 +219,30 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     kept: list[_Pending] = []
     stand_in: dict[str, str] = {}
     shape: dict[str, int] = {}
+    sizes: Counter[str] = Counter()
     for number, members in shapes.items():
         members.sort()
-        limit = _bound(members[0].needs, free.get(tree_of[members[0].cluster_queue], {})) + 1
+        tree = tree_of[members[0].cluster_queue]
+        limit = _bound(members[0].needs, free.get(tree, {})) + 1
         kept += members[:limit]
-        shape.update({p.workload.key: number for p in members})
-        stand_in.update({p.workload.key: members[limit - 1].workload.key for p in members[limit:]})
+        sizes[tree] += min(len(members), limit)
+        shape.update({p.workload.key: number for p in members[:limit]})
+        if len(members) > limit:
+            stand = members[limit - 1].workload.key
+            stand_in.update({p.workload.key: stand for p in members[limit:]})
     kept.sort()
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
-    return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free)
+    return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free,
+                     _least((tree_of[m[0].cluster_queue], m[0].needs) for m in shapes.values()), sizes)
+
+
+def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, dict[str, Fraction]]:
+    """Per tree and resource, the least any of its shapes needs (0 if one needs none of it)."""
+    needs_of: dict[str, list[Mapping[str, Fraction]]] = defaultdict(list)
+    for tree, needs in shapes:
+        needs_of[tree].append(needs)
+    return {tree: {r: min(n.get(r, Fraction(0)) for n in all_needs) for r in {r for n in all_needs for r in n}}
+            for tree, all_needs in needs_of.items()}
 
 
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],

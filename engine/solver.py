@@ -99,6 +99,7 @@ class Decision:
     unevaluated: tuple[str, ...]
     stats: SolveStats
     draws: tuple[str, ...] = ()  # draw/4 atoms of the decision, as ASP text, for the explanation
+    cluster_queues: Mapping[str, str] = field(default_factory=dict)  # workload -> its ClusterQueue
 
 
 @dataclass(frozen=True)
@@ -181,18 +182,18 @@ def _solve(ctl: clingo.Control, deadline: float, *, assumptions: Sequence[int] =
 
 def _order_decisions(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
                      groups: Mapping[str, list[str]], keys: Mapping[str, clingo.Symbol],
-                     choose_atoms: Sequence[tuple[clingo.Symbol, int]], strings: _Strings,
-                     values: _Values) -> None:
+                     choose_atoms: Sequence[tuple[clingo.Symbol, int]], queue_of: Mapping[str, str],
+                     strings: _Strings, values: _Values) -> None:
     """Make the search decide admissions in rank order, then flavors in rank and flavor order.
 
     ``admit/1`` atoms get the highest levels, in rank order, sign true. ``choose/4`` atoms come
     after all of them: by the rank of their workload, then by the flavor's position in its
     resource group, sign true, so that among equally good plans the higher-ranked workload
     keeps the earlier flavor, as in Kueue. StrictFIFO groups are chained by constraints.
-    ``choose_atoms`` are the ground ``choose/4`` atoms with their literals.
+    ``choose_atoms`` are the ground ``choose/4`` atoms with their literals; ``queue_of`` maps
+    workloads to their ClusterQueue.
     """
     position_of = {w: i for i, w in enumerate(ranked)}
-    queue_of = {strings[w]: strings[q] for w, q in _arguments(ctl, "workload_cq", 2)}
     flavor_pos = {(strings[q], g.number, strings[f]): pos.number for q, g, f, pos in _arguments(ctl, "cq_flavor", 4)}
     width = max(flavor_pos.values(), default=0) + 1
     n = len(ranked)
@@ -257,8 +258,9 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     for w, group in _arguments(ctl, "fifo_group", 2):
         groups.setdefault(str(group), []).append(strings[w])
     choose_atoms = _literals(ctl, "choose", 4)
+    queue_of = {strings[w]: strings[q] for w, q in _arguments(ctl, "workload_cq", 2)}
 
-    _order_decisions(ctl, ranked, admit_atom, groups, keys, choose_atoms, strings, values)
+    _order_decisions(ctl, ranked, admit_atom, groups, keys, choose_atoms, queue_of, strings, values)
 
     first: dict[str, Any] = {}
     result, finished = _solve(ctl, min(deadline, grounded + _ONE_SHOT_SHARE * budget),
@@ -318,7 +320,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
                        choices=effort[0] + last[0], conflicts=effort[1] + last[1],
                        optimal=optimal, budget_exhausted=bool(checked.unevaluated))
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
-                    fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"])
+                    fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"], queue_of)
 
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 import yaml
@@ -60,22 +61,17 @@ class Workload:
     finished: bool = False
     held: tuple[Reason, ...] = ()
 
-    @functools.cached_property
-    def key(self) -> str:  # cached: every phase of a cycle looks workloads up by key
-        return f"{self.namespace}/{self.name}"
+    # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
+    # Session spells out plan entries for the same pending workloads cycle after cycle.
+    key: str = field(init=False, repr=False, compare=False)
+    pod_refs: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)  # (name, uid), by name
+    requests: tuple[PodSetRequest, ...] = field(init=False, repr=False, compare=False)  # pod sets as a plan shows them
 
-    # A Session rebuilds a plan entry for every pending workload every cycle; these parts of it
-    # never change for the same workload, so they are computed once per workload object.
-    @functools.cached_property
-    def pod_refs(self) -> tuple[tuple[str, str], ...]:
-        """(name, uid) of the pods it is made of, in name order."""
-        return tuple(sorted((p.name, p.uid) for pods in self.pods.values() for p in pods))
-
-    @functools.cached_property
-    def requests(self) -> tuple[PodSetRequest, ...]:
-        """Its pod sets as the plan shows them: counts and per-pod requests as quantities."""
-        return tuple(PodSetRequest(ps.name, ps.count, {r: format_quantity(v) for r, v in ps.requests.items()})
-                     for ps in self.pod_sets)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "pod_refs", tuple(sorted((p.name, p.uid) for pods in self.pods.values() for p in pods)))
+        object.__setattr__(self, "requests", _pod_set_requests(
+            tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in self.pod_sets)))
 
     def admitted_count(self, pod_set: str) -> int:
         """Pods of ``pod_set`` that hold quota: the admitted count less succeeded pods."""
@@ -86,6 +82,13 @@ class Workload:
         count = spec if count < 0 else count
         succeeded = sum(1 for p in self.pods.get(pod_set, ()) if p.phase == "Succeeded")
         return max(0, count - succeeded)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pod_set_requests(pod_sets: tuple[tuple[str, int, tuple[tuple[str, Fraction], ...]], ...]) -> tuple[PodSetRequest, ...]:
+    # A backlog repeats a few shapes many times: build each shape's requests once.
+    return tuple(PodSetRequest(name, count, {r: format_quantity(v) for r, v in requests})
+                 for name, count, requests in pod_sets)
 
 
 @dataclass(frozen=True)
