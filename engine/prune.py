@@ -206,11 +206,10 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     memo = memo or Memo()
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, totals = _trees(snapshot)
-    fixed: list[Workload] = []
+    fixed = [w for w in workloads if w.admission is not None or w.finished or w.held]
+    pending = [w for w in workloads if not (w.admission is not None or w.finished or w.held)]
     shapes: dict[int, list[_Pending]] = defaultdict(list)
-    for w in workloads:
-        p = None if w.admission is not None or w.finished or w.held else memo.get(
-            "pending", w, lambda: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo))
+    for w, p in zip(pending, memo.each("pending", pending, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo))):
         if p is None or p.cluster_queue not in tree_of:
             fixed.append(w)
         else:

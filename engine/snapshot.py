@@ -65,16 +65,16 @@ class Snapshot:
         The sum of one hash per object: independent of order, so that with a ``memo`` (memo.py)
         a cycle hashes only the objects that changed since the last one.
         """
+        memo = memo or Memo()
         total = 0
         for kind in _DIGESTED:
-            for key, obj in getattr(self, kind).items():
-                total += memo.get("digest", obj, lambda: _object_hash(kind, key, obj), key) if memo else \
-                    _object_hash(kind, key, obj)
+            total += sum(memo.each("digest", getattr(self, kind).values(), _object_hash))
         return "sha256:" + hashlib.sha256(str(total).encode()).hexdigest()[:16]
 
 
-def _object_hash(kind: str, key: str, obj: object) -> int:
-    return int.from_bytes(hashlib.sha256(f"{kind}\0{key}\0{obj!r}".encode()).digest()[:16], "big")
+def _object_hash(obj: object) -> int:
+    # The repr names the object's type and every field, its name and namespace among them.
+    return int.from_bytes(hashlib.sha256(repr(obj).encode()).digest()[:16], "big")
 
 
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",

@@ -185,10 +185,11 @@ class _Builder:
         for (ns, group), pods in sorted(groups.items()):
             w = self._group(ns, group, pods)
             built[w.key] = w
+        alone = [obj for key, obj in self.snap.workloads.items() if key not in built]
         for key, obj in self.snap.workloads.items():
-            pods = built.get(key)
-            built[key] = self._merge_object(pods, obj) if pods else self.memo.get(
-                "workload", obj, lambda: self._merge_object(None, obj))
+            if key in built:
+                built[key] = self._merge_object(built[key], obj)
+        built.update((w.key, w) for w in self.memo.each("workload", alone, lambda obj: self._merge_object(None, obj)))
         return Workloads(tuple(built[k] for k in sorted(built)), tuple(self.actions), tuple(self.notices))
 
     def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:

@@ -54,19 +54,19 @@ def test_memo_reuses_a_value_while_its_object_recurs():
     memo, calls = Memo(), []
     obj, other = ["a"], ["b"]
 
-    def derive(tag):
-        calls.append(tag)
-        return tag
+    def derive(o):
+        calls.append(o[0])
+        return o[0].upper()
 
     memo.start(configuration=1)
-    assert memo.get("t", obj, lambda: derive(1)) == 1
+    assert memo.each("t", [obj], derive) == ["A"]
     memo.start(configuration=1)
-    assert memo.get("t", obj, lambda: derive(2)) == 1  # same object: remembered
-    assert memo.get("t", obj, lambda: derive(3), context="new") == 3  # other context: derived again
+    assert memo.each("t", [obj, ["a"]], derive) == ["A", "A"]  # the same object is remembered; an equal one is not
     memo.start(configuration=1)
-    assert memo.get("t", other, lambda: derive(4)) == 4
+    assert memo.each("t", [other], derive) == ["B"]
     memo.start(configuration=1)  # obj was not used in the last cycle: forgotten
-    assert memo.get("t", obj, lambda: derive(5)) == 5
+    assert memo.each("t", [obj], derive) == ["A"]
     memo.start(configuration=2)  # the configuration changed: everything is forgotten
-    assert memo.get("t", obj, lambda: derive(6)) == 6
-    assert calls == [1, 3, 4, 5, 6]
+    assert memo.each("t", [obj], derive) == ["A"]
+    assert calls == ["a", "a", "b", "a", "a"]
+    assert memo.number(("x", 1)) == memo.number(("x", 1)) != memo.number(("y", 1))
