@@ -106,7 +106,7 @@ def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> 
         PolicyError: the policy does not parse or ground.
         SolveError: no plan could be found.
     """
-    return _cycle(snapshot, policy, config, Memo())
+    return _cycle(snapshot, policy, config, Memo(remember=False))
 
 
 class Session:

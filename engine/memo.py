@@ -32,7 +32,8 @@ class Memo:
     [2, 1]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, remember: bool = True) -> None:
+        self.remember = remember  # False for a single cycle: nothing to reuse, so nothing is kept
         # table -> id(object) -> (object, value), for this cycle and the previous one
         self._now: dict[str, dict[int, tuple[object, Any]]] = {}
         self._last: dict[str, dict[int, tuple[object, Any]]] = {}
@@ -51,6 +52,8 @@ class Memo:
     def each(self, table: str, objs: Iterable[T], derive: Callable[[T], V]) -> list[V]:
         """``derive(obj)`` for every object, computed once while the same object (by identity)
         recurs from cycle to cycle; ``table`` names what is derived."""
+        if not self.remember:
+            return [derive(obj) for obj in objs]
         now = self._now.setdefault(table, {})
         last = self._last.get(table, {})
         out = []

@@ -203,7 +203,7 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     workloads = tuple(workloads)
     if not all(policy.is_builtin(name) for name in RULE_GROUPS):
         return Selection(workloads)
-    memo = memo or Memo()
+    memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, totals = _trees(snapshot)
     fixed = [w for w in workloads if w.admission is not None or w.finished or w.held]

@@ -65,7 +65,7 @@ class Snapshot:
         The sum of one hash per object: independent of order, so that with a ``memo`` (memo.py)
         a cycle hashes only the objects that changed since the last one.
         """
-        memo = memo or Memo()
+        memo = memo or Memo(remember=False)
         total = 0
         for kind in _DIGESTED:
             total += sum(memo.each("digest", getattr(self, kind).values(), _object_hash))

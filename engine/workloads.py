@@ -114,7 +114,7 @@ def build_workloads(snapshot: Snapshot, config: Config = Config(), memo: Memo | 
     With a ``memo`` (see memo.py), a Workload object seen in the previous cycle, and not made
     of pods, yields the workload built from it then.
     """
-    builder = _Builder(snapshot, config, memo or Memo())
+    builder = _Builder(snapshot, config, memo or Memo(remember=False))
     return builder.build()
 
 
