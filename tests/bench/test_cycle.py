@@ -66,6 +66,15 @@ def test_bench_command_table_and_replay():
         assert title in result.stdout
 
 
+def test_bench_replay_interval_reaches_the_replay():
+    result = CliRunner().invoke(main, ["bench", "--scenario", "baseline", "--scale", "0.01", "--repeat", "1",
+                                       "--in-process", "--replay", "--replay-latency", "zero",
+                                       "--replay-interval", "0", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    replayed = json.loads(result.stdout)["scenarios"][0]["replay"]
+    assert replayed["minIntervalMs"] == 0 and replayed["finished"] == replayed["workloads"]
+
+
 def test_bench_writes_snapshots(tmp_path):
     result = CliRunner().invoke(main, ["bench", "--scenario", "gangs", "--scale", "0.2",
                                        "--write-snapshot", str(tmp_path)])

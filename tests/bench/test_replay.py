@@ -45,6 +45,15 @@ def test_cycles_are_at_least_the_interval_apart():
     assert r["makespanSeconds"] == pytest.approx(1.1)
 
 
+def test_without_an_interval_every_arrival_gets_its_own_cycle():
+    # Back-to-back cycles with instant decisions: each arrival is admitted the moment it comes.
+    jobs = [(f"w{i}", 1, 10 * i, 1000, 0) for i in range(5)]
+    r = replay(scenario(10, jobs), latency="zero", min_interval_ms=0)
+    assert r["cycles"] == 5
+    assert r["admissionSeconds"]["c1"]["max"] == 0.0
+    assert r["makespanSeconds"] == pytest.approx(1.04)
+
+
 def test_priority_decides_who_goes_first():
     r = replay(scenario(1, [("low", 1, 0, 1000, 0), ("high", 1, 0, 1000, 10)]), latency="zero")
     assert r["makespanSeconds"] == 2.0
