@@ -1,8 +1,9 @@
 """One decision cycle: a pure function of snapshot, policy and configuration.
 
-Phases, each timed: build workloads -> select candidates -> compile facts -> decide ->
-explain -> assemble the plan. Deciding and explaining repeat, on a longer prefix of the
-candidates, only if the first prefix could not be shown to decide the whole backlog (prune.py).
+Phases, each timed: build workloads -> select candidates -> compile facts -> decide -> actions.
+Deciding repeats, on a longer prefix of the candidates, only if the first prefix could not be
+shown to decide the whole backlog (prune.py). The explanation pass and the plan's entries are
+made when the entries are first read, unless showing that needed the explanation already.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any, Callable, Mapping
 from .compiler import Compiled, compile_facts, resource_units
 from .config import Config
 from .explain import decode_reasons
-from .memo import Memo
 from .facts import render_facts
+from .memo import Memo
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .policy import Policy
 from .prune import Selection, select_candidates
