@@ -32,11 +32,6 @@ class Term:
         return f"{self.name}({','.join(map(str, self.args))})" if self.args else self.name
 
 
-def to_python(symbol: clingo.Symbol) -> Any:
-    """The Python value of a symbol: an int, a str, a tuple or a :class:`Term` (#inf/#sup as text)."""
-    return _Values()[symbol]
-
-
 # Reading a symbol goes through clingo's C API one property at a time (``type``, ``arguments``,
 # ``string``, ...), each call costing about a microsecond of Python. The same workload, queue and
 # flavor names recur in many atoms and in every model, so the decoders below memoize per symbol:
@@ -45,7 +40,8 @@ _NUMBER, _STRING, _FUNCTION = clingo.SymbolType.Number, clingo.SymbolType.String
 
 
 class _Values(dict):
-    """Memo of the Python value of symbols (see :func:`to_python`); arguments are memoized too."""
+    """Memo of the Python value of symbols: an int, a str, a tuple or a :class:`Term` (#inf/#sup
+    as text); arguments are memoized too."""
 
     def __missing__(self, symbol: clingo.Symbol) -> Any:
         kind = symbol.type  # read once: every read is a call into clingo
