@@ -33,7 +33,6 @@ from typing import Any, Callable, Mapping
 
 from clueue.engine import Config, Policy, Session, Snapshot, load_policy
 from clueue.engine.objects import Admission, KueueWorkload, PodSetAdmission
-from clueue.engine.plan import Plan
 
 from .cycle import spread
 from .scenarios import ARRIVAL_ANNOTATION, CLASS_LABEL, RUNTIME_ANNOTATION, Scenario
@@ -120,6 +119,8 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
     pending: set[str] = set()
     running: dict[str, KueueWorkload] = {}  # admitted, with their admission
     finishes: list[tuple[float, str]] = []  # heap of (finish ms, key)
+    finish_of: dict[str, float] = {}  # running workload -> when it finishes
+    evictions: dict[str, int] = {}  # per class
     admitted_at: dict[str, float] = {}
     finished_at: dict[str, float] = {}
     cycle_walls: list[float] = []
@@ -146,6 +147,8 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
             last_t = at
             if t_finish <= t_arrival:
                 _, key = heapq.heappop(finishes)
+                if finish_of.get(key) != at:
+                    continue  # preempted before it finished: it runs again later
                 running.pop(key)
                 used -= jobs[key].cpu
                 finished_at[key] = at
@@ -177,12 +180,22 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
         budget_hits += bool(plan.solver.to_dict().get("budgetExhausted"))
         decided = t + (wall * 1000 if latency == "measured" else 0.0)
         advance(decided)
-        for key, admission in _new_admissions(plan, pending):
-            pending.discard(key)
-            running[key] = _admitted(objects[key], admission)
-            admitted_at[key] = decided
-            used += jobs[key].cpu
-            heapq.heappush(finishes, (decided + jobs[key].runtime_ms, key))
+        for action in plan.actions:
+            key = action.workload
+            if action.kind == "preempt" and key in running:
+                running.pop(key)
+                del finish_of[key]
+                used -= jobs[key].cpu
+                pending.add(key)
+                evictions[jobs[key].cls] = evictions.get(jobs[key].cls, 0) + 1
+                changed = True  # its quota is free: the next cycle admits whoever preempted it
+            elif action.kind == "admit" and key in pending:
+                pending.discard(key)
+                running[key] = _admitted(objects[key], action.details)
+                admitted_at[key] = decided  # as Kueue's test counts it: the last admission
+                used += jobs[key].cpu
+                finish_of[key] = decided + jobs[key].runtime_ms
+                heapq.heappush(finishes, (finish_of[key], key))
         if progress:
             progress(len(finished_at), len(jobs))
         t = max(decided, t + min_interval_ms)
@@ -212,14 +225,10 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
         "utilization": round(float(busy / (quota * Fraction(makespan_ms))), 4) if quota and makespan_ms else 0.0,
         "admissionSeconds": {c: {"average": round(statistics.fmean(v), 3), "max": round(max(v), 3), "count": len(v)}
                              for c, v in sorted(waits.items())},
+        "evictions": dict(sorted(evictions.items())),
     }
     result["targets"] = _targets(result)
     return result
-
-
-def _new_admissions(plan: Plan, pending: set[str]) -> list[tuple[str, Mapping[str, Any]]]:
-    # A controller applies the plan's actions; it does not read the entries of pending workloads.
-    return [(a.workload, a.details) for a in plan.actions if a.kind == "admit" and a.workload in pending]
 
 
 def _targets(r: Mapping[str, Any]) -> list[dict[str, Any]]:

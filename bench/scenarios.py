@@ -17,6 +17,10 @@ The shapes:
     borrowing limit 100 each, 500 workloads per ClusterQueue: 350 small (1 CPU, runs 200 ms,
     one every 100 ms, priority 50), 100 medium (5 CPU, 500 ms, every 500 ms, priority 100),
     50 large (20 CPU, 1 s, every 1200 ms, priority 200). 15,000 workloads.
+``baseline-preemption``
+    ``baseline`` with ``preemption.withinClusterQueue: LowerPriority`` on every ClusterQueue, as
+    in Kueue's own configuration of that test (which also sets ``reclaimWithinCohort: Any``,
+    not supported by clueue yet).
 ``large-scale``
     Kueue's large-scale shape: 10 cohorts x 100 ClusterQueues with the same quotas, 50
     workloads per ClusterQueue (35 small / 11 medium / 4 large; 150 / 350 / 700 ms run times,
@@ -153,7 +157,8 @@ def _quota(resource: str, nominal: int | str, borrowing: int | str | None = None
 
 
 def _cluster_queue(name: str, cohort: str | None, flavors: Sequence[tuple[str, list[Obj]]],
-                   covered: Sequence[str] = ("cpu",), strategy: str = "BestEffortFIFO") -> Obj:
+                   covered: Sequence[str] = ("cpu",), strategy: str = "BestEffortFIFO",
+                   preemption: Obj | None = None) -> Obj:
     spec: Obj = {
         "namespaceSelector": {},
         "queueingStrategy": strategy,
@@ -162,6 +167,8 @@ def _cluster_queue(name: str, cohort: str | None, flavors: Sequence[tuple[str, l
     }
     if cohort:
         spec["cohort"] = cohort
+    if preemption:
+        spec["preemption"] = dict(preemption)
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 
@@ -223,7 +230,7 @@ def _scaled(count: int, scale: float) -> int:
 
 def _kueue_shape(name: str, description: str, *, cohorts: int, queues_per_cohort: int,
                  classes: Sequence[WorkloadClass], seed: int, scale: float,
-                 nominal: int = 20, borrowing: int = 100) -> Scenario:
+                 nominal: int = 20, borrowing: int = 100, preemption: Obj | None = None) -> Scenario:
     rng = random.Random(seed)
     config: list[Obj] = [_flavor("default")]
     workloads: list[Obj] = []
@@ -234,7 +241,8 @@ def _kueue_shape(name: str, description: str, *, cohorts: int, queues_per_cohort
             cq = f"cq-{c:02d}-{q:03d}"
             ns = f"ns-{c:02d}-{q:03d}"
             config += [_namespace(ns), _local_queue(ns, cq),
-                       _cluster_queue(cq, cohort, [("default", [_quota("cpu", nominal, borrowing)])])]
+                       _cluster_queue(cq, cohort, [("default", [_quota("cpu", nominal, borrowing)])],
+                                      preemption=preemption)]
             for cls in classes:
                 offset = rng.randrange(cls.interval_ms)  # queues do not start in lockstep
                 for i in range(_scaled(cls.count, scale)):
@@ -249,6 +257,12 @@ def _kueue_shape(name: str, description: str, *, cohorts: int, queues_per_cohort
 def baseline(seed: int = 0, scale: float = 1.0) -> Scenario:
     return _kueue_shape("baseline", "Kueue perf baseline: 30 CQs in 5 cohorts, 500 workloads each",
                         cohorts=5, queues_per_cohort=6, classes=BASELINE_CLASSES, seed=seed, scale=scale)
+
+
+def baseline_preemption(seed: int = 0, scale: float = 1.0) -> Scenario:
+    return _kueue_shape("baseline-preemption", "baseline, whose ClusterQueues preempt lower priorities",
+                        cohorts=5, queues_per_cohort=6, classes=BASELINE_CLASSES, seed=seed, scale=scale,
+                        preemption={"withinClusterQueue": "LowerPriority"})
 
 
 def large_scale(seed: int = 0, scale: float = 1.0) -> Scenario:
@@ -360,7 +374,7 @@ def _ordered(config: Iterable[Obj]) -> tuple[Obj, ...]:
 
 
 _GENERATORS: dict[str, Callable[[int, float], Scenario]] = {
-    "baseline": baseline, "large-scale": large_scale, "flavors": flavors, "gangs": gangs,
+    "baseline": baseline, "baseline-preemption": baseline_preemption, "large-scale": large_scale, "flavors": flavors, "gangs": gangs,
     "fragmentation": fragmentation,
 }
 SCENARIO_NAMES: tuple[str, ...] = tuple(_GENERATORS)

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor, gcd
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from .errors import SnapshotError
 from .facts import PREDICATES, Fact, Node, Value
@@ -173,6 +173,7 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
 
     for position, w in enumerate(live):
         _workload_facts(out, w, position, up)
+    _eviction_order(out, live)
     return Compiled(tuple(out.items), units)
 
 
@@ -186,12 +187,27 @@ def _cluster_queue_facts(out: _Facts, cq: ClusterQueue, quota_facts) -> None:  #
     out.add("queueing_strategy", cq.name, cq.queueing_strategy)
     out.add("flavor_fungibility", cq.name, "whenCanBorrow", cq.when_can_borrow)
     out.add("flavor_fungibility", cq.name, "whenCanPreempt", cq.when_can_preempt)
+    if cq.within_cluster_queue != "Never":
+        out.add("preemption", cq.name, "withinClusterQueue", cq.within_cluster_queue)
     for gi, g in enumerate(cq.resource_groups):
         for r in g.covered:
             out.add("cq_resource", cq.name, gi, r)
         for pos, fq in enumerate(g.flavors):
             out.add("cq_flavor", cq.name, gi, fq.flavor, pos)
     quota_facts(node, cq.resource_groups)
+
+
+def _eviction_order(out: _Facts, live: Sequence[Workload]) -> None:
+    """Number the admitted workloads of each ClusterQueue in the order preemption takes them:
+    lower priority first, then the newest first (so the least work is lost), then by name."""
+    by_queue: dict[str, list[Workload]] = defaultdict(list)
+    for w in live:
+        if w.admission is not None and w.admission.cluster_queue:
+            by_queue[w.admission.cluster_queue].append(w)
+    for cq, admitted in sorted(by_queue.items()):
+        admitted.sort(key=lambda w: (w.priority, -w.created, w.key))
+        for n, w in enumerate(admitted):
+            out.add("eviction_order", cq, w.key, n)
 
 
 def _workload_facts(out: _Facts, w: Workload, position: int, up) -> None:  # type: ignore[no-untyped-def]

@@ -90,7 +90,10 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
         return compiled, explain(render_facts(compiled.facts), policy, decision, budget=budget)
 
     # Whether a candidate beyond the prefix might have fit: the quota trees' nominal totals
-    # usually settle it at once; otherwise the explanation pass knows (might_fit/1).
+    # usually settle it at once; otherwise the explanation pass knows (might_fit/1), but for
+    # preemption, which only a larger prefix can tell.
+    if selection.preemptible(cut):
+        return _Round(decision, explained, proxy, selection.stand_in, unsolved, False)
     if selection.settled(decision.assignments, cut):
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
@@ -204,16 +207,37 @@ def _held_admission(w: Workload) -> tuple[PodSetAssignment, ...]:
                  for a in w.admission.pod_sets)
 
 
+def _same_queue(decision: Decision, key: str, among: frozenset[str]) -> list[str]:
+    queue = decision.cluster_queues.get(key)
+    return sorted(k for k in among if decision.cluster_queues.get(k) == queue)
+
+
+def _preempted(decision: Decision, key: str) -> Reason:
+    """Why admitted ``key`` is evicted: the workloads of its ClusterQueue that preempt."""
+    return make_reason("Preempted", clusterQueue=decision.cluster_queues.get(key),
+                       preemptors=_same_queue(decision, key, decision.preempting))
+
+
+def _preempting(decision: Decision, key: str) -> Reason:
+    """Why ``key``, admitted in the decision, waits: the victims in its ClusterQueue."""
+    return make_reason("Preempting", clusterQueue=decision.cluster_queues.get(key),
+                       victims=_same_queue(decision, key, decision.evicted))
+
+
 def _actions(snapshot: Snapshot, workloads: tuple[Workload, ...], decision: Decision) -> list[Action]:
-    """What to do in the cluster, in workload order: admit what was decided and ungate the pods
-    of every admitted workload."""
+    """What to do in the cluster, in workload order: evict the victims of preemption, admit what
+    was decided (but the workloads waiting for those victims) and ungate the pods of every
+    admitted workload."""
     actions: list[Action] = []
     for w in workloads:
         if w.finished:
             continue
-        if w.admission is not None:
+        if w.key in decision.evicted:
+            actions.append(Action("preempt", w.key, w.key, {"reason": _preempted(decision, w.key).to_dict(),
+                                                            "pods": [{"name": n, "uid": u} for n, u in w.pod_refs]}))
+        elif w.admission is not None:
             actions += _ungate_actions(snapshot, w, _held_admission(w))
-        elif w.key in decision.assignments:
+        elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key])
             actions.append(Action("admit", w.key, w.key, {"clusterQueue": decision.cluster_queues.get(w.key),
                                                           "podSets": [a.to_dict() for a in admission]}))
@@ -238,9 +262,13 @@ def _entries(workloads: tuple[Workload, ...], done: _Round, config: Config,
                     rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests, pods=w.pod_refs)
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
+        elif w.key in decision.evicted:
+            entries[w.key] = WorkloadEntry(**base, state="pending", reasons=(_preempted(decision, w.key),))
         elif w.admission is not None:
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w), reasons=(
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),))
+        elif w.key in decision.preempting:
+            entries[w.key] = WorkloadEntry(**base, state="pending", reasons=(_preempting(decision, w.key),))
         elif w.key in decision.assignments:
             chosen = decision.assignments[w.key]
             flavors = sorted({f"{f} ({r})" for (_, r), f in chosen.items()})

@@ -90,6 +90,10 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("flavor_fungibility(Q,When,Policy)", "str str str",
        "flavorFungibility of ClusterQueue Q: When is whenCanBorrow or whenCanPreempt.",
        'flavor_fungibility("team-a","whenCanBorrow","TryNextFlavor").'),
+    _p("preemption(Q,Kind,Policy)", "str str str",
+       "spec.preemption of ClusterQueue Q: Kind is withinClusterQueue, Policy LowerPriority or "
+       "LowerOrNewerEqualPriority (absent: Never).",
+       'preemption("team-a","withinClusterQueue","LowerPriority").'),
     _p("local_queue(NS,LQ,Q)", "str str str", "LocalQueue NS/LQ points to ClusterQueue Q.",
        'local_queue("research","main","team-a").'),
     # -- workloads ------------------------------------------------------------------------------
@@ -116,6 +120,9 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "Pods of PS tolerate taints matching Key/Op/Value/Effect ('' key with Exists: every key; '' effect: every effect).",
        'pod_set_toleration("research/train","workers","spot","Exists","","NoSchedule").'),
     _p("admitted(W)", "str", "W was admitted before this cycle and keeps its quota.", 'admitted("research/serve").'),
+    _p("eviction_order(Q,W,N)", "str str int",
+       "Admitted W is the N-th (from 0) workload of ClusterQueue Q that preemption takes: "
+       "lower priority first, then the newest, then by name.", 'eviction_order("team-a","research/serve",0).'),
     _p("admitted_flavor(W,PS,R,F)", "str str str str", "Admitted W holds resource R of pod set PS in flavor F.",
        'admitted_flavor("research/serve","main","cpu","on-demand").'),
     _p("admitted_count(W,PS,N)", "str str int",

@@ -139,6 +139,7 @@ class ClusterQueue:
     when_can_borrow: str  # Borrow or TryNextFlavor
     when_can_preempt: str  # Preempt or TryNextFlavor
     stopped: bool
+    within_cluster_queue: str = "Never"  # preemption: Never, LowerPriority or LowerOrNewerEqualPriority
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,11 @@ ENGINE_PREDICATES: dict[str, EnginePredicate] = {e.predicate.name: e for e in (
     _e("draw(M,F,R,K)", "node str str int", "The decision: guarded node M draws bit K (2**K) from its parent's "
        "pool (quota.lp, shown). Given as a fact to the explain part.",
        'draw(cq("team-b"),"on-demand","cpu",2).', part="decide", given="explain", required=False),
+    _e("evict(V)", "str", "The decision: admitted V is preempted this cycle (preemption.lp, shown). Given as a "
+       "fact to the explain part, where V no longer holds quota.", 'evict("team-a/pod-batch").', part="decide",
+       given="explain", required=False),
+    _e("preempting(P)", "str", "The decision: admitted P waits for the workloads it preempts; the plan admits it "
+       "in a later cycle (preemption.lp, shown).", 'preempting("team-a/pod-urgent").', part="decide", required=False),
     _e("might_fit(W)", "str", "Left-out W might fit on its own on top of the decision; the engine uses it to "
        "know that candidates it did not solve could not have been admitted (explain.lp).",
        'might_fit("team-a/pod-small").', part="explain", required=False),

@@ -9,7 +9,8 @@ later one of a shape is considered after every earlier one, and if an earlier on
 later one cannot, with at least as much admitted before it. So the admitted members of a shape
 are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
 fit in what the quota tree of its ClusterQueue has free (the nominal quota of all its nodes, less
-what admitted workloads use; no tree ever uses more than its nominal quota). Members beyond
+what admitted workloads use; no tree ever uses more than its nominal quota), plus what preempting
+within its ClusterQueue could free for it (preemption.lp). Members beyond
 ``bound + 1`` are dropped; the extra one is never admitted and stands for them in the
 explanation.
 
@@ -21,7 +22,7 @@ candidate could fit on its own on top of that decision (the explanation pass com
 the remaining headroom), the decision is the one the whole backlog would give. Otherwise the
 prefix grows and the cycle solves again.
 
-Both rely on the built-in ``ordering.lp``, ``capacity.lp`` and ``quota.lp``; if a policy
+Both rely on the built-in ``ordering.lp``, ``capacity.lp``, ``quota.lp`` and ``preemption.lp``; if a policy
 replaces any of them, every candidate is solved. User rules that only add constraints keep this
 exact, as long as they tell workloads apart by their facts and not by their names.
 """
@@ -44,7 +45,7 @@ from .workloads import Workload
 __all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
 
 #: The rule groups whose semantics the selection relies on.
-RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp")
+RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp", "preemption.lp")
 _FILL = 2  # a first prefix asks for twice what each quota tree holds
 
 
@@ -66,6 +67,7 @@ class Selection:
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
+    gains: tuple[Mapping[str, Fraction], ...] = ()  # per ranked member: what preempting could free for it
 
     def prefix(self, fill: int = _FILL) -> int:
         """The shortest prefix of ``ranked`` that covers two estimates of what will be admitted.
@@ -76,6 +78,7 @@ class Selection:
         asks ``fill`` times what is free, counting only candidates small enough for what is free
         (a bigger one cannot take any of it), for when the limits inside a tree admit fewer.
         The walk stops once every tree is settled for both, so it costs the prefix, not the backlog.
+        Third, it reaches every candidate that might be admitted by preempting.
         """
         room = {tree: dict(res) for tree, res in self.capacity.items()}  # what greedy order leaves
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -103,7 +106,11 @@ class Selection:
                     filling.discard(tree)  # no candidate of the tree fits what greedy order left
             if not asking and not filling:
                 break
-        return max(covered, last)
+        # A candidate that may preempt is admitted on what its own queue frees, whatever the
+        # tree has left: the prefix reaches the last of them.
+        preempting = max((i + 1 for i, ((_, needs), gain) in enumerate(zip(self.demand, self.gains))
+                          if gain and _fits(needs, gain)), default=0)
+        return max(covered, last, preempting)
 
     def settled(self, admitted: Collection[str], cut: int) -> bool:
         """Whether no candidate beyond the first ``cut`` could be admitted on top of ``admitted``
@@ -119,6 +126,11 @@ class Selection:
         full = {tree for tree, room in left.items()
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
         return not any(tree not in full and _fits(needs, left.get(tree, {})) for tree, needs in self.demand[cut:])
+
+    def preemptible(self, cut: int) -> bool:
+        """Whether a candidate beyond the first ``cut`` might be admitted by preempting (the
+        explanation pass does not consider preemption, so such a prefix is never complete)."""
+        return any(_fits(needs, gain) for (_, needs), gain in zip(self.demand[cut:], self.gains[cut:]) if gain)
 
 
 def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
@@ -177,6 +189,10 @@ def _pod_set_needs(pod_sets: tuple[tuple[int, tuple[tuple[str, Fraction], ...]],
     return dict(needs)
 
 
+def _plus(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    return {r: a.get(r, Fraction(0)) + b.get(r, Fraction(0)) for r in {*a, *b}}
+
+
 def _bound(needs: Mapping[str, Fraction], totals: Mapping[str, Fraction]) -> int:
     fits = [floor(totals.get(r, Fraction(0)) / v) for r, v in needs.items() if v > 0]
     return min(fits, default=0)
@@ -215,6 +231,7 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
         else:
             shapes[p.shape].append(p)
     free = _free(fixed, queues, tree_of, totals)
+    gain = _Gains(snapshot, fixed, queues)
     kept: list[_Pending] = []
     stand_in: dict[str, str] = {}
     shape: dict[str, int] = {}
@@ -222,7 +239,8 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     for number, members in shapes.items():
         members.sort()
         tree = tree_of[members[0].cluster_queue]
-        limit = _bound(members[0].needs, free.get(tree, {})) + 1
+        head = members[0]
+        limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload))) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
         shape.update({p.workload.key: number for p in members[:limit]})
@@ -232,7 +250,8 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     kept.sort()
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free,
-                     _least((tree_of[m[0].cluster_queue], m[0].needs) for m in shapes.values()), sizes)
+                     _least((tree_of[m[0].cluster_queue], m[0].needs) for m in shapes.values()), sizes,
+                     tuple(gain(p.cluster_queue, p.workload) for p in kept))
 
 
 def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, dict[str, Fraction]]:
@@ -257,3 +276,48 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
                 if r in free[tree]:
                     free[tree][r] = max(Fraction(0), free[tree][r] - v * w.admitted_count(ps.name))
     return free
+
+
+class _Gains:
+    """What preemption within its ClusterQueue could free for a pending workload (preemption.lp):
+    the quota its admitted workloads of lower priority hold (of equal priority too, under
+    LowerOrNewerEqualPriority), at most the queue's nominal quota, since a preempting workload
+    must fit in that. Empty where the queue does not preempt."""
+
+    def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str]) -> None:
+        self.policy = {name: cq.within_cluster_queue for name, cq in snapshot.cluster_queues.items()
+                       if cq.within_cluster_queue != "Never"}
+        self.nominal: dict[str, dict[str, Fraction]] = {}
+        for name in self.policy:
+            nominal = self.nominal[name] = defaultdict(Fraction)
+            for g in snapshot.cluster_queues[name].resource_groups:
+                for fq in g.flavors:
+                    for r, q in fq.resources.items():
+                        nominal[r] += q.nominal
+        self.held: dict[str, list[tuple[int, Mapping[str, Fraction]]]] = defaultdict(list)
+        for w in fixed:
+            cq = queues.get(f"{w.namespace}/{w.queue}", "")
+            if w.admission is not None and not w.finished and cq in self.policy:
+                uses: dict[str, Fraction] = defaultdict(Fraction)
+                for ps in w.pod_sets:
+                    for r, v in ps.requests.items():
+                        uses[r] += v * w.admitted_count(ps.name)
+                self.held[cq].append((w.priority, uses))
+        self._cache: dict[tuple[str, int], dict[str, Fraction]] = {}
+
+    def __call__(self, cq: str, w: Workload) -> dict[str, Fraction]:
+        key = (cq, w.priority)
+        if key not in self._cache:
+            self._cache[key] = self._gain(cq, w.priority)
+        return self._cache[key]
+
+    def _gain(self, cq: str, priority: int) -> dict[str, Fraction]:
+        policy = self.policy.get(cq)
+        if policy is None:
+            return {}
+        freed: dict[str, Fraction] = defaultdict(Fraction)
+        for p, uses in self.held[cq]:
+            if p < priority or (p == priority and policy == "LowerOrNewerEqualPriority"):
+                for r, v in uses.items():
+                    freed[r] += v
+        return {r: min(v, self.nominal[cq].get(r, Fraction(0))) for r, v in freed.items() if v}

@@ -90,6 +90,12 @@ _KINDS = (
     ReasonKind("AlreadyAdmitted", None, ("clusterQueue",),
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
     ReasonKind("Finished", None, (), "all its pods have finished"),
+    ReasonKind("Preempted", None, ("clusterQueue", "preemptors"),
+               "preempted in ClusterQueue {{clusterQueue}} to make room for higher-priority workloads: "
+               "{{preemptors|join(', ')}}"),
+    ReasonKind("Preempting", None, ("clusterQueue", "victims"),
+               "fits in ClusterQueue {{clusterQueue}} by preempting {{victims|join(', ')}}; "
+               "admitted once they release their quota"),
 )
 
 CATALOG: Mapping[str, ReasonKind] = {k.code: k for k in _KINDS}

@@ -386,7 +386,27 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         when_can_borrow=_fungibility(f, "whenCanBorrow", "Borrow"),
         when_can_preempt=_fungibility(f, "whenCanPreempt", "Preempt", default="TryNextFlavor"),
         stopped=f.string("spec.stopPolicy", "None") not in ("None", None),
+        within_cluster_queue=_choice(f, "spec.preemption.withinClusterQueue",
+                                     ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
     )
+
+
+def _unsupported_preemption(f: Fields) -> list[str]:
+    """Notices for the preemption settings clueue reads but does not act on yet."""
+    out = []
+    for path, allowed in (("spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
+                          ("spec.preemption.borrowWithinCohort.policy", ("Never", "LowerPriority"))):
+        if _choice(f, path, allowed) != "Never":
+            out.append(f"{f.doc.source}: ClusterQueue {f.name}: {path}: not supported yet, treated as Never")
+    return out
+
+
+def _choice(f: Fields, path: str, allowed: tuple[str, ...]) -> str:
+    """The value at ``path``, one of ``allowed`` (the first when unset)."""
+    value = f.string(path) or allowed[0]
+    if value not in allowed:
+        raise f.fail(path, f"expected {', '.join(allowed[:-1])} or {allowed[-1]}, got {value!r}")
+    return value
 
 
 def _workload(f: Fields) -> KueueWorkload:
@@ -504,6 +524,8 @@ def build_snapshot(documents: Iterable[Document]) -> Snapshot:
         if key in collected[attr]:
             notices.append(f"{doc.source}: {kind} {key} appears again; the later copy is used")
         collected[attr][key] = parse(fields)
+        if kind == "ClusterQueue":
+            notices.extend(_unsupported_preemption(fields))
 
     for document in documents:
         add(document)

@@ -96,6 +96,8 @@ class Decision:
     stats: SolveStats
     draws: tuple[str, ...] = ()  # draw/4 atoms of the decision, as ASP text, for the explanation
     cluster_queues: Mapping[str, str] = field(default_factory=dict)  # workload -> its ClusterQueue
+    evicted: frozenset[str] = frozenset()  # admitted workloads preempted this cycle (evict/1)
+    preempting: frozenset[str] = frozenset()  # admitted in the decision, but waiting for those victims
 
 
 @dataclass(frozen=True)
@@ -293,8 +295,11 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
 
     choices: dict[str, list[tuple[str, int, str]]] = {}
     assignments: dict[str, dict[tuple[str, str], str]] = {}
+    preemption: dict[str, set[str]] = {"evict": set(), "preempting": set()}
     for t in best["symbols"]:
-        if t.name == "admit":
+        if t.name in preemption:
+            preemption[t.name].add(t.args[0])
+        elif t.name == "admit":
             choices.setdefault(t.args[0], [])
             assignments.setdefault(t.args[0], {})
         elif t.name == "choose":
@@ -316,7 +321,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
                        choices=effort[0] + last[0], conflicts=effort[1] + last[1],
                        optimal=optimal, budget_exhausted=bool(checked.unevaluated))
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
-                    fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"], queue_of)
+                    fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"], queue_of,
+                    frozenset(preemption["evict"]), frozenset(preemption["preempting"]))
 
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one
@@ -407,7 +413,7 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
     """Run the explanation pass with the decision as facts and collect ``reason/2``."""
     messages = _Messages()
     ctl = _control(["--models=1"], messages)
-    decided = list(decision.draws)
+    decided = list(decision.draws) + [f"evict({value_text(w)})." for w in sorted(decision.evicted)]
     for w, choices in decision.choices.items():
         decided.append(f"admit({value_text(w)}).")
         decided += [f"choose({value_text(w)},{value_text(ps)},{g},{value_text(f)})." for ps, g, f in choices]

@@ -49,7 +49,8 @@ def resource_group(flavors: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def cluster_queue(name: str, flavors: dict[str, dict[str, Any]] | None = None, *, groups: list[dict[str, Any]] | None = None,
                   cohort: str | None = None, strategy: str | None = None, selector: dict[str, Any] | None = None,
-                  when_can_borrow: str | None = None, api: str = KUEUE) -> dict[str, Any]:
+                  when_can_borrow: str | None = None, preemption: dict[str, str] | None = None,
+                  api: str = KUEUE) -> dict[str, Any]:
     spec: dict[str, Any] = {"namespaceSelector": {} if selector is None else selector,
                             "resourceGroups": groups if groups is not None else [resource_group(flavors or {})]}
     if cohort:
@@ -58,6 +59,8 @@ def cluster_queue(name: str, flavors: dict[str, dict[str, Any]] | None = None, *
         spec["queueingStrategy"] = strategy
     if when_can_borrow:
         spec["flavorFungibility"] = {"whenCanBorrow": when_can_borrow}
+    if preemption:
+        spec["preemption"] = preemption
     return {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 

@@ -11,6 +11,17 @@ Order, and what it guarantees:
    admission is recorded. A failure between 1 and 2 leaves an admitted Workload with gated pods,
    which the next cycle ungates; never an ungated pod without a recorded admission.
 3. **Excess pods.** The finalizer is removed and the pod deleted, by uid.
+4. **Preemption**, in the same pass as 2 and 3, in the plan's order. Step 1 leaves a victim's
+   Workload as it is (it still holds its admission); here, if it still holds
+   ``status.admission``, it loses it and gets ``Evicted=True``, ``QuotaReserved=False`` and
+   ``Admitted=False`` (reason ``Preempted``); when it is admitted again, step 1 turns
+   ``Evicted`` to False. Then its pods, if it is made of plain pods, are deleted as excess pods
+   are: preemption removes all pods of a group. A victim that lost its admission meanwhile, or
+   whose Workload is gone, is skipped; its pods are still deleted (by uid), since live ungated
+   pods count as admitted and would keep holding the quota. The preemptor is never admitted by
+   the plan that evicts: its entry only records why it waits. So the eviction releases the
+   quota before any later cycle can admit the preemptor, and a failure halfway leaves a victim
+   that still holds quota, which the next cycle preempts again.
 
 Every write reads the object, derives the change, and writes with the read resourceVersion; on a
 conflict it reads again and derives the change anew. A change already in place is skipped, so
@@ -145,10 +156,14 @@ class _Applier:
         if entry.state == "admitted":
             admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
                 {"name": a.name, "count": a.count, "flavors": dict(a.flavors)} for a in entry.admission]}
-            conditions = _conditions(status.get("conditions", []), [
-                ("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)])
+            wanted = [("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)]
+            evicted: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Evicted"), {})
+            if evicted.get("status") == "True":  # admitted again after a preemption, as Kueue records it
+                wanted.append(("Evicted", "False", "QuotaReserved", f"Previously: {evicted.get('message', '')}"))
+            conditions = _conditions(status.get("conditions", []), wanted)
             return {**status, "admission": admission, "conditions": conditions}
-        reason = "Inadmissible" if entry.state == "inadmissible" else "Pending"
+        preempted = any(r.code == "Preempted" for r in entry.reasons)  # as the eviction recorded it
+        reason = "Inadmissible" if entry.state == "inadmissible" else "Preempted" if preempted else "Pending"
         conditions = _conditions(status.get("conditions", []), [("QuotaReserved", "False", reason, message)])
         if _same_conditions(conditions, status.get("conditions", [])):
             return None
@@ -230,7 +245,34 @@ class _Applier:
         else:
             self.result.skipped.append(f"ungate Pod {target}")
 
-    def delete(self, target: str, workload: str, uid: str, message: str) -> None:
+    def preempt(self, target: str, pods: list[tuple[str, str]], message: str) -> None:
+        ns, name = target.split("/", 1)
+        label = f"Workload {target}"
+
+        def evict(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = obj.get("status") or {}
+            if not status.get("admission"):
+                return None  # lost its admission meanwhile: nothing to release
+            conditions = _conditions(status.get("conditions", []), [
+                ("Evicted", "True", "Preempted", message), ("QuotaReserved", "False", "Preempted", message),
+                ("Admitted", "False", "Preempted", message)])
+            kept = {k: v for k, v in status.items() if k != "admission"}
+            return {**obj, "status": {**kept, "conditions": conditions}}
+
+        wrote = update_with_retry(
+            lambda: self._get_workload(ns, name), evict,
+            lambda obj: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))
+        self.admitted.discard(target)
+        if wrote:
+            self.result.writes.append(f"preempt {label}")
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Preempted", message)
+        else:
+            self.result.skipped.append(f"preempt {label}")
+        for pod, uid in pods:
+            self.delete(f"{ns}/{pod}", target, uid, message, reason="Preempted")
+
+    def delete(self, target: str, workload: str, uid: str, message: str, *, reason: str = "ExcessPodDeleted") -> None:
         ns, name = target.split("/", 1)
 
         def unfinalize(pod: client.V1Pod) -> client.V1Pod | None:
@@ -251,7 +293,7 @@ class _Applier:
             raise
         self.result.writes.append(f"delete Pod {target}")
         wl_ns, wl_name = workload.split("/", 1)
-        self.event("Workload", f"{KUEUE_GROUP}/{self.version}", wl_ns, wl_name, "Normal", "ExcessPodDeleted",
+        self.event("Workload", f"{KUEUE_GROUP}/{self.version}", wl_ns, wl_name, "Normal", reason,
                    f"deleted pod {name}: {message}")
 
     # -- Events ----------------------------------------------------------------------------
@@ -289,4 +331,7 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> A
             applier.ungate(action.target, action.workload, details.get("uid", ""), details.get("nodeSelector", {}))
         elif action.kind == "delete-pod":
             applier.delete(action.target, action.workload, details.get("uid", ""), details["reason"]["message"])
+        elif action.kind == "preempt":
+            applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
+                            details["reason"]["message"])
     return applier.result

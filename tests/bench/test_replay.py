@@ -9,9 +9,10 @@ from clueue.bench.scenarios import Scenario, generate, workload_object
 from tests.builders import cluster_queue, flavor, local_queue
 
 
-def scenario(cpu_quota, jobs):
+def scenario(cpu_quota, jobs, preemption=None):
     """One ClusterQueue with ``cpu_quota`` CPUs; jobs are (name, cpu, arrival ms, runtime ms, priority)."""
-    config = (flavor("f"), cluster_queue("cq", {"f": {"cpu": cpu_quota}}), local_queue("cq", name="lq"))
+    config = (flavor("f"), cluster_queue("cq", {"f": {"cpu": cpu_quota}}, preemption=preemption),
+              local_queue("cq", name="lq"))
     workloads = tuple(workload_object("default", name, cls=f"c{cpu}", priority=prio, arrival_ms=at, runtime_ms=run,
                                       pod_sets=[("main", 1, {"cpu": cpu})]) for name, cpu, at, run, prio in jobs)
     return Scenario("tiny", 0, "hand-checked", config, workloads)
@@ -58,6 +59,20 @@ def test_priority_decides_who_goes_first():
     r = replay(scenario(1, [("low", 1, 0, 1000, 0), ("high", 1, 0, 1000, 10)]), latency="zero")
     assert r["makespanSeconds"] == 2.0
     assert r["admissionSeconds"]["c1"]["max"] == 1.0
+
+
+def test_a_higher_priority_arrival_preempts_and_the_victim_runs_again_later():
+    # low runs from 0; high arrives at 300 ms and preempts it; high runs 300-800 ms, then low
+    # starts over, 800-1800 ms. Its time to admission is that of its last admission, as in Kueue.
+    jobs = [("low", 2, 0, 1000, 0), ("high", 2, 300, 500, 10)]
+    r = replay(scenario(2, jobs, {"withinClusterQueue": "LowerPriority"}), latency="zero", min_interval_ms=0)
+    assert r["evictions"] == {"c2": 1}
+    assert r["makespanSeconds"] == 1.8
+    assert r["admissionSeconds"]["c2"] == {"average": 0.4, "max": 0.8, "count": 2}
+    assert r["finished"] == 2
+    # Without preemption high waits for low instead.
+    r = replay(scenario(2, jobs), latency="zero", min_interval_ms=0)
+    assert r["evictions"] == {} and r["makespanSeconds"] == 1.5
 
 
 def test_work_that_can_never_fit_is_reported_not_waited_for():

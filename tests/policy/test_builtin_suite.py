@@ -7,7 +7,7 @@ from clueue.engine.policytest import builtin_tests, run_tests
 
 from .helpers import ROOT, cli, write
 
-RULE_GROUPS = {"eligibility.yaml", "quota.yaml", "ordering.yaml", "admission.yaml"}
+RULE_GROUPS = {"eligibility.yaml", "quota.yaml", "ordering.yaml", "admission.yaml", "preemption.yaml"}
 
 
 def test_the_builtin_suite_passes():
@@ -23,7 +23,8 @@ def test_the_suite_covers_every_rule_group_and_ships_with_the_package():
     titles = " | ".join(c.title for c in builtin_tests(read_documents=read_documents))
     for topic in ("namespace selector", "missing flavor", "taint", "node selector", "borrowingLimit",
                   "lendingLimit", "hierarchical cohorts", "BestEffortFIFO", "StrictFIFO", "priority",
-                  "whole or not at all", "flavors are tried in order", "TryNextFlavor"):
+                  "whole or not at all", "flavors are tried in order", "TryNextFlavor", "preempts",
+                  "LowerOrNewerEqualPriority", "borrow does not preempt"):
         assert topic in titles, topic
 
 
@@ -41,3 +42,15 @@ def test_the_suite_catches_a_changed_rule_group(tmp_path):
     result = cli("policy", "test", "--policy", str(tmp_path), "--run", "older workload")
     assert result.exit_code == 1
     assert "  a/pod-zulu:\n    state:\n      - admitted\n      + pending\n" in result.output
+
+
+def test_the_suite_catches_a_policy_that_never_preempts(tmp_path):
+    write(tmp_path / "preemption.lp", """
+        #program decide.
+        evict(V) :- evict(V).
+        preempting(P) :- preempting(P).
+        """)
+    results = run_tests(builtin_tests(read_documents=read_documents), policy=[tmp_path])
+    failed = {r.case.name for r in results if r.status == "fail"}
+    assert "a higher priority preempts the newest lower-priority workload, and waits for it" in failed
+    assert "LowerOrNewerEqualPriority preempts an equal priority created later" in failed

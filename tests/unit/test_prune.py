@@ -8,15 +8,21 @@ import pytest
 from tests.builders import cluster_queue, flavor, local_queue, quota, run, workload
 
 
-def many_shapes(seed):
+def many_shapes(seed, preempt=False):
+    """Random queues and workloads; with ``preempt``, queues preempt lower priorities and each
+    holds admitted workloads of low priority."""
     rng = random.Random(seed)
     objs = [flavor("od"), flavor("spot")]
     for c in range(4):
         strategy = "StrictFIFO" if c == 3 else None
         objs.append(cluster_queue(f"cq{c}", {"od": {"cpu": quota(rng.randint(2, 6), rng.choice([None, 2]), rng.choice([None, 1]))},
                                              "spot": {"cpu": rng.randint(0, 3)}},
-                                  cohort=f"co{c % 2}", strategy=strategy))
+                                  cohort=f"co{c % 2}", strategy=strategy,
+                                  preemption={"withinClusterQueue": "LowerPriority"} if preempt else None))
         objs.append(local_queue(f"cq{c}", ns=f"ns{c}"))
+        if preempt:
+            objs += [workload(f"run{i}", ns=f"ns{c}", cpu=1, priority=rng.choice([0, 1, 5]), minute=i,
+                              admitted_in=(f"cq{c}", "od")) for i in range(rng.randint(1, 3))]
         for i in range(rng.randint(10, 30)):
             cpu, prio = rng.choice([(1, 1), (1, 1), (2, 5), (4, 9)])
             objs.append(workload(f"w{i}", ns=f"ns{c}", cpu=cpu, priority=prio, minute=rng.randint(0, 20)))
@@ -31,9 +37,9 @@ def comparable(plan):
     return out, [a for a in plan.to_dict()["actions"]]
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_pruned_plan_equals_unpruned_plan(seed, tmp_path):
-    objs = many_shapes(seed)
+@pytest.mark.parametrize("seed,preempt", [(seed, False) for seed in range(12)] + [(seed, True) for seed in range(8)])
+def test_pruned_plan_equals_unpruned_plan(seed, preempt, tmp_path):
+    objs = many_shapes(seed, preempt)
     same_ordering = tmp_path / "ordering.lp"  # a user copy of a rule group turns pruning off
     same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
     pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])

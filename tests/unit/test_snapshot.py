@@ -47,6 +47,8 @@ def test_v1beta1_and_v1beta2_field_names_load_the_same():
         {"name": "f", "resources": [{"name": "memory", "nominalQuota": 1}]}]}]}},
      "spec.resourceGroups[0].flavors[0].resources[0].name", "coveredResources"),
     ({"apiVersion": "kueue.x-k8s.io/v1alpha9", "kind": "ClusterQueue", "metadata": {"name": "x"}}, "apiVersion", "v1beta1"),
+    (cluster_queue("cq", preemption={"withinClusterQueue": "Always"}), "spec.preemption.withinClusterQueue",
+     "LowerOrNewerEqualPriority"),
 ])
 def test_malformed_objects_name_file_object_and_field(obj, field, words):
     with pytest.raises(SnapshotError) as err:
@@ -92,3 +94,11 @@ def test_newer_fungibility_names_load_as_the_older_ones():
     body["spec"]["flavorFungibility"] = {"whenCanBorrow": "Sometimes"}
     with pytest.raises(SnapshotError, match="spec.flavorFungibility.whenCanBorrow"):
         build_snapshot([Document("a", body)])
+
+
+def test_preemption_settings_clueue_does_not_act_on_yet_are_noticed():
+    cq = cluster_queue("cq", preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"})
+    snap = build_snapshot([Document("q.yaml#1", cq)])
+    assert snap.cluster_queues["cq"].within_cluster_queue == "LowerPriority"
+    assert snap.notices == ("q.yaml#1: ClusterQueue cq: spec.preemption.reclaimWithinCohort: not supported yet, "
+                            "treated as Never",)
