@@ -90,10 +90,8 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
         return compiled, explain(render_facts(compiled.facts), policy, decision, budget=budget)
 
     # Whether a candidate beyond the prefix might have fit: the quota trees' nominal totals
-    # usually settle it at once; otherwise the explanation pass knows (might_fit/1), but for
-    # preemption, which only a larger prefix can tell.
-    if selection.preemptible(cut):
-        return _Round(decision, explained, proxy, selection.stand_in, unsolved, False)
+    # usually settle it at once; otherwise the explanation pass knows (might_fit/1). (Every
+    # prefix reaches the candidates that might preempt, which that pass does not model.)
     if selection.settled(decision.assignments, cut):
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit

@@ -78,7 +78,8 @@ class Selection:
         asks ``fill`` times what is free, counting only candidates small enough for what is free
         (a bigger one cannot take any of it), for when the limits inside a tree admit fewer.
         The walk stops once every tree is settled for both, so it costs the prefix, not the backlog.
-        Third, it reaches every candidate that might be admitted by preempting.
+        Third, it reaches every candidate that might be admitted by preempting, so that no
+        candidate beyond a prefix needs the explanation pass, which does not model preemption.
         """
         room = {tree: dict(res) for tree, res in self.capacity.items()}  # what greedy order leaves
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -127,11 +128,6 @@ class Selection:
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
         return not any(tree not in full and _fits(needs, left.get(tree, {})) for tree, needs in self.demand[cut:])
 
-    def preemptible(self, cut: int) -> bool:
-        """Whether a candidate beyond the first ``cut`` might be admitted by preempting (the
-        explanation pass does not consider preemption, so such a prefix is never complete)."""
-        return any(_fits(needs, gain) for (_, needs), gain in zip(self.demand[cut:], self.gains[cut:]) if gain)
-
 
 def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
     return all(v <= free.get(r, Fraction(0)) for r, v in needs.items())
@@ -161,10 +157,8 @@ def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Frac
     totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
 
     def add(tree: str, groups: Iterable[ResourceGroup]) -> None:
-        for g in groups:
-            for fq in g.flavors:
-                for r, q in fq.resources.items():
-                    totals[tree][r] += q.nominal
+        for r, q in _nominal(groups).items():
+            totals[tree][r] += q
 
     for c in snapshot.cohorts.values():
         add(root(c.name), c.resource_groups)
@@ -173,6 +167,25 @@ def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Frac
         tree_of[cq.name] = root(cq.cohort) if cq.cohort else "cq/" + cq.name
         add(tree_of[cq.name], cq.resource_groups)
     return tree_of, {tree: dict(res) for tree, res in totals.items()}
+
+
+def _nominal(groups: Iterable[ResourceGroup]) -> dict[str, Fraction]:
+    """Resource -> nominal quota over all flavors of ``groups``."""
+    out: dict[str, Fraction] = defaultdict(Fraction)
+    for g in groups:
+        for fq in g.flavors:
+            for r, q in fq.resources.items():
+                out[r] += q.nominal
+    return out
+
+
+def _held(w: Workload) -> dict[str, Fraction]:
+    """Resource -> what admitted ``w`` holds (its admitted pod counts)."""
+    out: dict[str, Fraction] = defaultdict(Fraction)
+    for ps in w.pod_sets:
+        for r, v in ps.requests.items():
+            out[r] += v * w.admitted_count(ps.name)
+    return out
 
 
 def _needs(w: Workload) -> dict[str, Fraction]:
@@ -240,7 +253,7 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
         members.sort()
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
-        limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload))) + 1
+        limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload.priority))) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
         shape.update({p.workload.key: number for p in members[:limit]})
@@ -251,7 +264,7 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in shapes.values()), sizes,
-                     tuple(gain(p.cluster_queue, p.workload) for p in kept))
+                     tuple(gain(p.cluster_queue, p.workload.priority) for p in kept))
 
 
 def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, dict[str, Fraction]]:
@@ -271,10 +284,9 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
         tree = tree_of.get(queues.get(f"{w.namespace}/{w.queue}", ""))
         if w.admission is None or w.finished or tree not in free:
             continue
-        for ps in w.pod_sets:
-            for r, v in ps.requests.items():
-                if r in free[tree]:
-                    free[tree][r] = max(Fraction(0), free[tree][r] - v * w.admitted_count(ps.name))
+        for r, v in _held(w).items():
+            if r in free[tree]:
+                free[tree][r] = max(Fraction(0), free[tree][r] - v)
     return free
 
 
@@ -287,28 +299,18 @@ class _Gains:
     def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str]) -> None:
         self.policy = {name: cq.within_cluster_queue for name, cq in snapshot.cluster_queues.items()
                        if cq.within_cluster_queue != "Never"}
-        self.nominal: dict[str, dict[str, Fraction]] = {}
-        for name in self.policy:
-            nominal = self.nominal[name] = defaultdict(Fraction)
-            for g in snapshot.cluster_queues[name].resource_groups:
-                for fq in g.flavors:
-                    for r, q in fq.resources.items():
-                        nominal[r] += q.nominal
+        self.nominal = {name: _nominal(snapshot.cluster_queues[name].resource_groups) for name in self.policy}
         self.held: dict[str, list[tuple[int, Mapping[str, Fraction]]]] = defaultdict(list)
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
             if w.admission is not None and not w.finished and cq in self.policy:
-                uses: dict[str, Fraction] = defaultdict(Fraction)
-                for ps in w.pod_sets:
-                    for r, v in ps.requests.items():
-                        uses[r] += v * w.admitted_count(ps.name)
-                self.held[cq].append((w.priority, uses))
+                self.held[cq].append((w.priority, _held(w)))
         self._cache: dict[tuple[str, int], dict[str, Fraction]] = {}
 
-    def __call__(self, cq: str, w: Workload) -> dict[str, Fraction]:
-        key = (cq, w.priority)
+    def __call__(self, cq: str, priority: int) -> dict[str, Fraction]:
+        key = (cq, priority)
         if key not in self._cache:
-            self._cache[key] = self._gain(cq, w.priority)
+            self._cache[key] = self._gain(cq, priority)
         return self._cache[key]
 
     def _gain(self, cq: str, priority: int) -> dict[str, Fraction]:
