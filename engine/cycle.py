@@ -24,7 +24,7 @@ from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadE
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
-from .snapshot import Snapshot
+from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
 from .solver import Decision, Explanation, decide, explain
 from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 
@@ -184,7 +184,12 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
         selector = _node_selector(snapshot, a.flavors)
         for pod in w.pods.get(a.name, ()):
             if ADMISSION_GATE in pod.scheduling_gates and pod.phase not in ("Succeeded", "Failed"):
-                out.append(Action("ungate", f"{pod.namespace}/{pod.name}", w.key, {"uid": pod.uid, "nodeSelector": selector}))
+                details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector}
+                if pod.role_hash == a.name and ROLE_HASH_ANNOTATION not in pod.annotations:
+                    # The pod set is named by the pod's role hash, which covers the nodeSelector
+                    # this action extends: record it, or the pod would leave its admitted pod set.
+                    details["annotations"] = {ROLE_HASH_ANNOTATION: a.name}
+                out.append(Action("ungate", f"{pod.namespace}/{pod.name}", w.key, details))
     return out
 
 

@@ -76,7 +76,8 @@ class Action:
     """Something an adapter does to apply the plan.
 
     Kinds: ``admit`` (write the Workload's admission), ``ungate`` (remove the admission gate of
-    a pod and add ``nodeSelector``), ``delete-pod`` (an excess pod).
+    a pod, add ``nodeSelector`` and any ``annotations``), ``delete-pod`` (an excess pod),
+    ``preempt`` (evict an admitted workload and delete its pods).
     """
 
     kind: str

@@ -24,9 +24,11 @@ from .objects import (
 )
 from .quantity import parse_quantity
 
-__all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX"]
+__all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION"]
 
 KUEUE_PREFIX = "kueue.x-k8s.io/"
+# Where a grouped pod keeps its role once clueue has ungated it (ungating changes the hashed spec).
+ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 
@@ -320,7 +322,7 @@ def _pod(f: Fields) -> Pod:
         priority_class_name=f.string("spec.priorityClassName"), requests=shape.requests,
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations,
-        role_hash=annotations.get(KUEUE_PREFIX + "role-hash") or role_hash(f.doc.body),
+        role_hash=annotations.get(ROLE_HASH_ANNOTATION) or role_hash(f.doc.body),
         source=f.doc.source,
     )
 

@@ -214,7 +214,8 @@ class _Applier:
     def _get_pod(self, ns: str, name: str) -> client.V1Pod | None:
         return _missing_is_none(lambda: self.core.read_namespaced_pod(name, ns))
 
-    def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str]) -> None:
+    def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str],
+               annotations: dict[str, str]) -> None:
         ns, name = target.split("/", 1)
         if workload not in self.admitted:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
@@ -230,6 +231,7 @@ class _Applier:
                 raise ValueError(f"its nodeSelector already sets {clash} differently from the admitted flavor")
             merged.update(selector)
             pod.spec.node_selector = merged
+            pod.metadata.annotations = {**(pod.metadata.annotations or {}), **annotations}
             pod.spec.scheduling_gates = [g for g in gates if g.name != GATE] or None
             return pod
 
@@ -328,7 +330,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> A
     for action in plan.actions:
         details = dict(action.details)
         if action.kind == "ungate":
-            applier.ungate(action.target, action.workload, details.get("uid", ""), details.get("nodeSelector", {}))
+            applier.ungate(action.target, action.workload, details.get("uid", ""), details.get("nodeSelector", {}),
+                           details.get("annotations", {}))
         elif action.kind == "delete-pod":
             applier.delete(action.target, action.workload, details.get("uid", ""), details["reason"]["message"])
         elif action.kind == "preempt":

@@ -171,6 +171,25 @@ def test_apply_admits_ungates_and_records(api):
            {(e.involved_object.kind, e.involved_object.name, e.reason) for e in events}
 
 
+def test_an_ungated_group_keeps_holding_its_quota(api):
+    # Ungating adds the flavor's node labels to pods whose role hash covers their nodeSelector:
+    # the group must still be counted against its admitted pod set afterwards.
+    ns = queue_setup(api, tag(), nominal=4)
+    for i in range(2):
+        create(api, gated_pod(ns, f"gang-{i}", cpu="2", group="gang", total=2))
+    assert not apply_plan(api, cycle(api)).errors
+    core = client.CoreV1Api(api)
+    pod_set = workload_object(api, ns, "gang")["status"]["admission"]["podSetAssignments"][0]["name"]
+    for i in range(2):
+        pod = core.read_namespaced_pod(f"gang-{i}", ns)
+        assert not pod.spec.scheduling_gates and pod.metadata.annotations["kueue.x-k8s.io/role-hash"] == pod_set
+
+    create(api, gated_pod(ns, "late", cpu="1"))
+    result = apply_plan(api, cycle(api))
+    assert f"ungate Pod {ns}/late" not in result.writes
+    assert core.read_namespaced_pod("late", ns).spec.scheduling_gates[0].name == GATE
+
+
 def test_applying_twice_changes_nothing(api):
     ns = queue_setup(api, tag(), nominal=2)
     create(api, gated_pod(ns, "a"))

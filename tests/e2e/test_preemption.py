@@ -103,9 +103,8 @@ def test_a_higher_priority_workload_preempts_then_is_admitted(api: client.ApiCli
 @pytest.mark.parametrize("selector", [
     pytest.param(True, id="flavor-labels-preset"),
     # The role hash (the pod set's name) covers the nodeSelector, which ungating extends: the
-    # admission then names a pod set the group no longer has, and its usage is not counted.
-    pytest.param(False, id="flavor-labels-added-by-ungating", marks=pytest.mark.xfail(
-        strict=True, reason="engine: an ungated pod group's usage is lost when ungating changes its role hash")),
+    # group keeps its pod set only because ungating records the hash on each pod.
+    pytest.param(False, id="flavor-labels-added-by-ungating"),
 ])
 def test_preemption_deletes_every_pod_of_a_victim_group(api: client.ApiClient, selector: bool) -> None:
     t = tag()

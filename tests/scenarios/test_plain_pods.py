@@ -32,6 +32,17 @@ def test_group_created_beforehand_queued_and_admitted():
     assert kinds(plan, "ungate") == ["default/g-0", "default/g-1", "default/g-2"]
 
 
+def test_ungating_records_the_role_hash_that_names_the_pod_set():
+    # Ungating adds the flavor's node labels, which the role hash covers: the hash the pod set
+    # is named by goes onto the pod with them. Single pods and declared roles need none.
+    plan = run(QUEUE, group("g", 2), pod("solo"))
+    pod_set = plan.workload("default/g").admission[0].name
+    details = {a.target: dict(a.details) for a in plan.actions if a.kind == "ungate"}
+    assert details["default/g-0"]["annotations"] == {"kueue.x-k8s.io/role-hash": pod_set}
+    assert details["default/g-0"]["nodeSelector"] == {"pool": "batch"}
+    assert "annotations" not in details["default/solo"]
+
+
 def test_failed_pod_recreated_uses_the_same_quota():
     # The group holds all 4 CPU; a replacement pod for the failed one is ungated, nothing else fits.
     plan = run(QUEUE, [pod(f"g-{i}", group="g", total=4, gated=False, phase="Running") for i in range(3)],
