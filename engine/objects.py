@@ -194,6 +194,7 @@ class KueueWorkload:
     finished: bool
     created: int
     reclaimable: Mapping[str, int] = field(default_factory=dict)
+    owned_by_pods: bool = False  # made for plain pods: it stands for them and ends with them
 
 
 @dataclass(frozen=True)

@@ -445,6 +445,8 @@ def _workload(f: Fields) -> KueueWorkload:
         created=f.timestamp(),
         reclaimable={str(r.get("name")): int(r.get("count", 0)) for r in f.items("status.reclaimablePods")
                      if isinstance(r, Mapping)},
+        owned_by_pods=any(isinstance(o, Mapping) and o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
+                          for o in f.meta.get("ownerReferences") or []),
     )
 
 

@@ -185,10 +185,15 @@ class _Builder:
         for (ns, group), pods in sorted(groups.items()):
             w = self._group(ns, group, pods)
             built[w.key] = w
-        alone = [obj for key, obj in self.snap.workloads.items() if key not in built]
+        alone = []
         for key, obj in self.snap.workloads.items():
             if key in built:
                 built[key] = self._merge_object(built[key], obj)
+            elif obj.owned_by_pods:  # e.g. a preempted group: admitting it would hold quota for nothing
+                self.notices.append(f"workload {key}: the pods it was made for are gone; "
+                                    "it is left for garbage collection")
+            else:
+                alone.append(obj)
         built.update((w.key, w) for w in self.memo.each("workload", alone, lambda obj: self._merge_object(None, obj)))
         return Workloads(tuple(built[k] for k in sorted(built)), tuple(self.actions), tuple(self.notices))
 

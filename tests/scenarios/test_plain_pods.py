@@ -1,11 +1,10 @@
 """The plain-pods design's integration-test plan, for every scenario one decision cycle decides.
 
-Each test is one cycle on the cluster state at that point of the scenario. Scenarios that
-need preemption (a group preempted and resumed; preemption deleting all pods) belong to the
-preemption capability and are not covered here.
+Each test is one cycle on the cluster state at that point of the scenario. Preemption deleting
+all pods of a group runs against a real API server in tests/e2e/test_preemption.py.
 """
 
-from tests.builders import cluster_queue, flavor, group, local_queue, pod, run, states
+from tests.builders import cluster_queue, flavor, group, local_queue, pod, run, states, workload
 
 QUEUE = [flavor("default", labels={"pool": "batch"}), cluster_queue("cq", {"default": {"cpu": 4}}), local_queue("cq")]
 SETS = ("[{name: driver, count: 1},"
@@ -107,3 +106,13 @@ def test_driver_workload_finished_when_all_pods_finish():
     workers = [pod(f"w{i}", group="spark", gated=False, phase="Succeeded",
                    labels={"kueue.x-k8s.io/pod-group-role": "workers"}) for i in range(2)]
     assert states(run(QUEUE, driver, workers)) == {"default/spark": "finished"}
+
+
+def test_a_workload_whose_pods_are_gone_is_left_for_garbage_collection():
+    # A preempted group's pods are deleted; its Workload (owned by them) lingers until the
+    # garbage collector removes it. It must neither be admitted nor hold quota meanwhile.
+    leftover = workload("g", cpu="4", admitted_in=("cq", "default"))
+    leftover["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "g-0", "uid": "u0"}]
+    plan = run(QUEUE, leftover, pod("solo", cpu="4"))
+    assert states(plan) == {"default/pod-solo": "admitted"}
+    assert "workload default/g: the pods it was made for are gone; it is left for garbage collection" in plan.notices
