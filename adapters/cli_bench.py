@@ -11,12 +11,24 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from clueue.bench.replay import latency_ms
 from clueue.bench.report import environment, progress_bar, render, to_json
 from clueue.bench.runner import BenchOptions, run_benchmarks, units
 from clueue.bench.scenarios import SCENARIO_NAMES, generate, write_snapshot
 from clueue.engine import ClueueError, load_policy
 
 __all__ = ["bench"]
+
+
+class _Latency(click.ParamType):
+    name = "latency"
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            latency_ms(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+        return value
 
 
 @click.command()
@@ -27,8 +39,9 @@ __all__ = ["bench"]
 @click.option("--scale", type=click.FloatRange(min=0.0, min_open=True, max=1.0), default=1.0, show_default=True,
               help="Fraction of each ClusterQueue's workloads to generate, for quick runs.")
 @click.option("--replay", is_flag=True, help="Also replay each scenario in virtual time.")
-@click.option("--replay-latency", type=click.Choice(["measured", "zero"]), default="measured", show_default=True,
-              help="measured: a cycle's decision takes effect after its wall time; zero: instantly.")
+@click.option("--replay-latency", type=_Latency(), default="measured", show_default=True, metavar="measured|zero|<N>ms",
+              help="measured: a cycle's decision takes effect after its wall time; zero: instantly; "
+                   "<N>ms: after N ms each, to see how the outcome depends on the engine's speed.")
 @click.option("--replay-interval", type=click.IntRange(min=0), default=100, show_default=True, metavar="MS",
               help="Least virtual time between the starts of two replay cycles (a controller's batching window).")
 @click.option("--time-budget", type=click.FloatRange(min=0.01), default=10.0, show_default=True, metavar="SECONDS",

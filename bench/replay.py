@@ -12,7 +12,8 @@ decision is available and finishes ``clueue.dev/bench-runtime-ms`` later, freein
 Latency: with ``latency="measured"`` (the default) a cycle's decision becomes available after
 the cycle's own measured wall time, so a slow engine delays admissions and lengthens the run,
 as it would in a cluster; with ``"zero"`` decisions are instantaneous and the replay measures
-the decisions alone (and takes as long in real time as all cycles together).
+the decisions alone (and takes as long in real time as all cycles together); with ``"<N>ms"``
+every decision takes N ms, which shows how the outcome depends on the engine's speed.
 
 Reported: the makespan (from time 0 to the last finish), the physical limit (CPU-seconds of all
 work divided by the total CPU quota: no schedule can finish earlier), average quota utilization
@@ -37,7 +38,7 @@ from clueue.engine.objects import Admission, KueueWorkload, PodSetAdmission
 from .cycle import spread
 from .scenarios import ARRIVAL_ANNOTATION, CLASS_LABEL, RUNTIME_ANNOTATION, Scenario
 
-__all__ = ["KUEUE_THRESHOLDS", "Job", "replay", "jobs_of", "physical_limit_seconds"]
+__all__ = ["KUEUE_THRESHOLDS", "Job", "replay", "latency_ms", "jobs_of", "physical_limit_seconds"]
 
 #: Kueue's performance test thresholds: whole run, and average time to admission per class (seconds).
 KUEUE_THRESHOLDS: Mapping[str, float] = {"run": 425.0, "large": 23.0, "medium": 90.0, "small": 260.0}
@@ -100,16 +101,34 @@ def _admitted(kw: KueueWorkload, admit: Mapping[str, Any]) -> KueueWorkload:
         PodSetAdmission(a["name"], dict(a["flavors"]), a["count"]) for a in admit["podSets"])))
 
 
+def latency_ms(latency: str) -> float | None:
+    """A decision's latency in virtual ms, as ``replay`` takes it; None for ``measured``.
+
+    Raises:
+        ValueError: ``latency`` is not ``measured``, ``zero`` or ``<N>ms`` (N >= 0).
+    """
+    if latency == "measured":
+        return None
+    if latency == "zero":
+        return 0.0
+    try:
+        value = float(latency.removesuffix("ms")) if latency.endswith("ms") else -1.0
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise ValueError(f"latency must be 'measured', 'zero' or a number of milliseconds like '20ms', got {latency!r}")
+    return value
+
+
 def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "measured",
            min_interval_ms: int = 100, policy: Policy | None = None, max_cycles: int = 100_000,
            progress: Progress | None = None) -> dict[str, Any]:
     """Replay ``scenario`` in virtual time (see the module docstring); returns a JSON-ready dict.
 
     Raises:
-        ValueError: ``latency`` is neither ``measured`` nor ``zero``.
+        ValueError: ``latency`` is not ``measured``, ``zero`` or ``<N>ms``.
     """
-    if latency not in ("measured", "zero"):
-        raise ValueError(f"latency must be 'measured' or 'zero', got {latency!r}")
+    fixed_ms = latency_ms(latency)
     session = Session(policy if policy is not None else load_policy(), Config(time_budget=time_budget))
     full = scenario.snapshot()
     jobs = jobs_of(scenario, full)
@@ -178,7 +197,7 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
         cycles += 1
         cycle_walls.append(wall)
         budget_hits += bool(plan.solver.to_dict().get("budgetExhausted"))
-        decided = t + (wall * 1000 if latency == "measured" else 0.0)
+        decided = t + (wall * 1000 if fixed_ms is None else fixed_ms)
         advance(decided)
         for action in plan.actions:
             key = action.workload

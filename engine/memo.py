@@ -54,18 +54,18 @@ class Memo:
         recurs from cycle to cycle; ``table`` names what is derived."""
         if not self.remember:
             return [derive(obj) for obj in objs]
+        objs = list(objs)
         now = self._now.setdefault(table, {})
-        last = self._last.get(table, {})
-        out = []
-        for obj in objs:
-            key = id(obj)
-            hit = now.get(key) or last.get(key)
-            # An entry holds its object, so the id cannot be reused by another object meanwhile.
-            if hit is None or hit[0] is not obj:
-                hit = (obj, derive(obj))
-            now[key] = hit
-            out.append(hit[1])
-        return out
+        last_get, now_get = self._last.get(table, {}).get, now.get
+        # Whole-list passes rather than one loop with a body: the backlog is thousands of
+        # objects every cycle, and nearly all of them hits. An entry holds its object, so while
+        # it is kept no other object can have that id: a hit by id is a hit on the same object.
+        keys = list(map(id, objs))
+        hits = [now_get(k) or last_get(k) for k in keys]
+        for i in [i for i, hit in enumerate(hits) if hit is None]:
+            hits[i] = (objs[i], derive(objs[i]))
+        now.update(zip(keys, hits))
+        return [hit[1] for hit in hits]
 
     def number(self, value: Hashable) -> int:
         """A small number for ``value``, the same for equal values while the configuration

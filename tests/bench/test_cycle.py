@@ -66,13 +66,20 @@ def test_bench_command_table_and_replay():
         assert title in result.stdout
 
 
-def test_bench_replay_interval_reaches_the_replay():
+def test_bench_replay_interval_and_latency_reach_the_replay():
     result = CliRunner().invoke(main, ["bench", "--scenario", "baseline", "--scale", "0.01", "--repeat", "1",
-                                       "--in-process", "--replay", "--replay-latency", "zero",
+                                       "--in-process", "--replay", "--replay-latency", "50ms",
                                        "--replay-interval", "0", "-o", "json"])
     assert result.exit_code == 0, result.output
     replayed = json.loads(result.stdout)["scenarios"][0]["replay"]
-    assert replayed["minIntervalMs"] == 0 and replayed["finished"] == replayed["workloads"]
+    assert replayed["minIntervalMs"] == 0 and replayed["latency"] == "50ms"
+    assert replayed["finished"] == replayed["workloads"]
+
+
+def test_bench_refuses_a_latency_it_cannot_read():
+    result = CliRunner().invoke(main, ["bench", "--replay", "--replay-latency", "5s"])
+    assert result.exit_code == 2
+    assert "'--replay-latency'" in result.output and "'20ms'" in result.output
 
 
 def test_bench_writes_snapshots(tmp_path):

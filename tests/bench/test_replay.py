@@ -95,6 +95,16 @@ def test_baseline_targets_are_reported():
     assert r["finished"] == r["workloads"] == 180
 
 
-def test_unknown_latency_is_refused():
+def test_a_fixed_latency_delays_every_decision_by_as_much():
+    # Decisions land 300 ms after each cycle starts: w1 runs 300-800 ms; w2 (arrived at 200 ms,
+    # seen by the cycle at 300 ms) does not fit then, and the cycle at 800 ms admits it at 1100 ms.
+    r = replay(scenario(1, [("w1", 1, 0, 500, 0), ("w2", 1, 200, 500, 0)]), latency="300ms", min_interval_ms=0)
+    assert r["latency"] == "300ms"
+    assert r["makespanSeconds"] == 1.6
+    assert r["admissionSeconds"]["c1"] == {"average": 0.6, "max": 0.9, "count": 2}
+
+
+@pytest.mark.parametrize("latency", ["sometimes", "-5ms", "5s", "nanms", "ms"])
+def test_unknown_latency_is_refused(latency):
     with pytest.raises(ValueError):
-        replay(scenario(1, []), latency="sometimes")
+        replay(scenario(1, []), latency=latency)
