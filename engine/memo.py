@@ -61,7 +61,7 @@ class Memo:
         # objects every cycle, and nearly all of them hits. An entry holds its object, so while
         # it is kept no other object can have that id: a hit by id is a hit on the same object.
         keys = list(map(id, objs))
-        hits = [now_get(k) or last_get(k) for k in keys]
+        hits = [last_get(k) or now_get(k) for k in keys]  # most hits were used last cycle
         for i in [i for i, hit in enumerate(hits) if hit is None]:
             hits[i] = (objs[i], derive(objs[i]))
         now.update(zip(keys, hits))
