@@ -22,6 +22,9 @@ def test_plan_text_on_the_bundled_example():
     assert result.exit_code == 0, result.output
     assert "admitted" in result.output and "Actions" in result.output and "proven optimal" in result.output
     assert "research/sweep" in result.output and "3 of 4 pods" in result.output
+    ungate = next(line for line in result.output.splitlines() if "ungate     research/llm-finetune-0" in line)
+    assert "nodeSelector cloud.example/accelerator=nvidia-a100" in ungate
+    assert "annotations kueue.x-k8s.io/role-hash=" in ungate  # what applying writes on the pod
 
 
 def test_plan_json_and_yaml_carry_the_same_versioned_data():
