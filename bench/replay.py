@@ -26,6 +26,7 @@ admission times at least 5x below Kueue's thresholds).
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -111,13 +112,14 @@ def latency_ms(latency: str) -> float | None:
         return None
     if latency == "zero":
         return 0.0
-    try:
-        value = float(latency.removesuffix("ms")) if latency.endswith("ms") else -1.0
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also refuses nan
-        raise ValueError(f"latency must be 'measured', 'zero' or a number of milliseconds like '20ms', got {latency!r}")
-    return value
+    if latency.endswith("ms"):
+        try:
+            value = float(latency[:-2])
+        except ValueError:
+            value = math.nan
+        if value >= 0:  # refuses nan too
+            return value
+    raise ValueError(f"latency must be 'measured', 'zero' or a number of milliseconds like '20ms', got {latency!r}")
 
 
 def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "measured",
