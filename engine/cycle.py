@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .compiler import Compiled, compile_facts, resource_units
 from .config import Config
@@ -31,6 +32,7 @@ from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 __all__ = ["run_cycle", "Session", "compile_snapshot"]
 
 _WAITS_BEHIND_SHOWN = 3
+_KEY = operator.attrgetter("key")
 
 
 def compile_snapshot(snapshot: Snapshot, config: Config = Config()) -> tuple[Compiled, Workloads]:
@@ -152,7 +154,8 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     # Stopped by the budget with candidates beyond the prefix that might have fit: say so.
     cut_short = frozenset() if done.complete or cut == len(selection.ranked) else frozenset(done.unsolved)
 
-    actions = _actions(snapshot, built.workloads, done.decision)
+    # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
+    actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), done.decision)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = done.decision.stats
@@ -227,7 +230,7 @@ def _preempting(decision: Decision, key: str) -> Reason:
                        victims=_same_queue(decision, key, decision.evicted))
 
 
-def _actions(snapshot: Snapshot, workloads: tuple[Workload, ...], decision: Decision) -> list[Action]:
+def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> list[Action]:
     """What to do in the cluster, in workload order: evict the victims of preemption, admit what
     was decided (but the workloads waiting for those victims) and ungate the pods of every
     admitted workload."""

@@ -1,71 +1,101 @@
-"""Work derived from one object, remembered from one decision cycle to the next.
+"""State derived from the objects of a snapshot, kept from one decision cycle to the next.
 
 A controller decides over snapshot after snapshot of the same cluster, and between two cycles
 most objects do not change: a backlog of thousands of pending workloads gains a few arrivals
 and loses a few admissions. The engine's objects are immutable, so whatever a cycle derives
-from one object alone (the workload it builds, its shape and rank, its share of the snapshot
-digest) is the same next cycle if the object is the same object. :class:`Memo` keeps those
-values by object identity, for as long as the object appears in consecutive cycles.
+from one object alone (the workload it builds, its place among the candidates, its share of
+the snapshot digest) stays right for as long as the object is the same object. A cycle that
+visits every object of the backlog in Python costs milliseconds per visit over thousands of
+objects, so :meth:`Memo.track` hands each consumer only what changed since the last cycle, and
+the consumer keeps its own state up to date with it.
 
-Values may also depend on the cluster's configuration (queues, cohorts, flavors, priority
-classes): all of them are forgotten whenever that configuration changes, so that no value
+Derived state may also depend on the cluster's configuration (queues, cohorts, flavors,
+priority classes): all of it is dropped whenever that configuration changes, so that nothing
 outlives what it was derived from.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable, TypeVar
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_, not_
+from typing import Any, Callable, Generic, Hashable, Mapping, TypeVar
 
-__all__ = ["Memo"]
+__all__ = ["Memo", "Changes"]
 
+K = TypeVar("K")
 T = TypeVar("T")
-V = TypeVar("V")
+S = TypeVar("S")
 _NONE = object()
 
 
+@dataclass(frozen=True)
+class Changes(Generic[K, T]):
+    """What changed in a mapping since a consumer last saw it.
+
+    ``gone`` holds the keys removed or whose object was replaced; ``new`` the objects added or
+    replacing, by key, in key order. A replaced key is in both: drop it, then add it.
+    """
+
+    new: Mapping[K, T]
+    gone: frozenset[K] = frozenset()
+
+
+@dataclass
+class _Tracked:
+    state: Any
+    objects: dict[Any, Any] = field(default_factory=dict)  # the mapping when last seen
+
+
 class Memo:
-    """Values derived from immutable objects, kept while the objects recur cycle after cycle.
+    """State derived from immutable objects, kept while the configuration holds.
 
     >>> memo = Memo()
     >>> memo.start(configuration=("queues",))
-    >>> memo.each("length", [("a", 1), ("b",)], len)
-    [2, 1]
+    >>> seen, changes = memo.track("names", {"a": "x"}, set)
+    >>> sorted(changes.new), sorted(changes.gone)
+    (['a'], [])
+    >>> seen.update(changes.new)
+    >>> memo.start(configuration=("queues",))
+    >>> seen, changes = memo.track("names", {"a": "x", "b": "y"}, set)
+    >>> sorted(seen), sorted(changes.new)
+    (['a'], ['b'])
     """
 
     def __init__(self, remember: bool = True) -> None:
         self.remember = remember  # False for a single cycle: nothing to reuse, so nothing is kept
-        # table -> id(object) -> (object, value), for this cycle and the previous one
-        self._now: dict[str, dict[int, tuple[object, Any]]] = {}
-        self._last: dict[str, dict[int, tuple[object, Any]]] = {}
+        self._tracked: dict[str, _Tracked] = {}
         self._configuration: Any = _NONE
         self._numbers: dict[Hashable, int] = {}
 
     def start(self, configuration: Hashable | tuple[Any, ...]) -> None:
-        """Begin a cycle. Values used in the previous cycle stay available; older ones are
-        dropped; all are dropped if ``configuration`` differs from the previous cycle's."""
+        """Begin a cycle; all kept state is dropped if ``configuration`` differs from the
+        previous cycle's."""
         if configuration != self._configuration:
-            self._now.clear()
+            self._tracked.clear()
             self._numbers.clear()
         self._configuration = configuration
-        self._last, self._now = self._now, {}
 
-    def each(self, table: str, objs: Iterable[T], derive: Callable[[T], V]) -> list[V]:
-        """``derive(obj)`` for every object, computed once while the same object (by identity)
-        recurs from cycle to cycle; ``table`` names what is derived."""
+    def track(self, table: str, mapping: Mapping[K, T], state: Callable[[], S]) -> tuple[S, Changes[K, T]]:
+        """The state kept under ``table`` (made by ``state()`` the first time, and after a
+        change of configuration), and what changed in ``mapping`` since the last call for
+        ``table``, by object identity. The caller brings the state up to date with the changes;
+        the state must be derived from ``mapping``'s objects alone, and from the configuration.
+        """
         if not self.remember:
-            return [derive(obj) for obj in objs]
-        objs = list(objs)
-        now = self._now.setdefault(table, {})
-        last_get, now_get = self._last.get(table, {}).get, now.get
-        # Whole-list passes rather than one loop with a body: the backlog is thousands of
-        # objects every cycle, and nearly all of them hits. An entry holds its object, so while
-        # it is kept no other object can have that id: a hit by id is a hit on the same object.
-        keys = list(map(id, objs))
-        hits = [last_get(k) or now_get(k) for k in keys]  # most hits were used last cycle
-        for i in [i for i, hit in enumerate(hits) if hit is None]:
-            hits[i] = (objs[i], derive(objs[i]))
-        now.update(zip(keys, hits))
-        return [hit[1] for hit in hits]
+            return state(), Changes(mapping)
+        kept = self._tracked.get(table)
+        if kept is None:
+            kept = self._tracked[table] = _Tracked(state())
+        # Passes in C (map, compress) rather than loops with a body: the backlog is thousands of
+        # objects every cycle, and nearly all of them are the very objects seen last cycle.
+        last = kept.objects
+        new = sorted(compress(mapping, map(not_, map(is_, map(last.get, mapping), mapping.values()))))
+        replaced = {k for k in new if k in last}
+        removed = len(last) - (len(mapping) - (len(new) - len(replaced)))
+        gone = replaced | (last.keys() - mapping.keys()) if removed else replaced
+        kept.objects = dict(mapping)
+        return kept.state, Changes({k: mapping[k] for k in new}, frozenset(gone))
 
     def number(self, value: Hashable) -> int:
         """A small number for ``value``, the same for equal values while the configuration

@@ -30,13 +30,15 @@ exact, as long as they tell workloads apart by their facts and not by their name
 from __future__ import annotations
 
 import functools
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import floor
-from typing import Collection, Iterable, Mapping, NamedTuple
+from operator import attrgetter
+from typing import Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
-from .memo import Memo
+from .memo import Changes, Memo
 from .objects import ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
@@ -228,43 +230,97 @@ def _pending(cq: str | None, w: Workload, memo: Memo) -> _Pending | None:
 def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy,
                       memo: Memo | None = None) -> Selection:
     """Split the workloads of a cycle; see the module docstring. A ``memo`` (memo.py) keeps
-    what is derived from each workload from one cycle to the next."""
+    the split, and each shape's members in rank order, from one cycle to the next."""
     workloads = tuple(workloads)
     if not all(policy.is_builtin(name) for name in RULE_GROUPS):
         return Selection(workloads)
     memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, totals = _trees(snapshot)
-    fixed = [w for w in workloads if w.admission is not None or w.finished or w.held]
-    pending = [w for w in workloads if not (w.admission is not None or w.finished or w.held)]
-    shapes: dict[int, list[_Pending]] = defaultdict(list)
-    for w, p in zip(pending, memo.each("pending", pending, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo))):
-        if p is None or p.cluster_queue not in tree_of:
-            fixed.append(w)
-        else:
-            shapes[p.shape].append(p)
+    index, changes = memo.track("selection", dict(zip(map(_KEY, workloads), workloads)), _Index)
+    index.update(changes, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo), tree_of)
+    fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
     free = _free(fixed, queues, tree_of, totals)
     gain = _Gains(snapshot, fixed, queues)
     kept: list[_Pending] = []
-    stand_in: dict[str, str] = {}
+    dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
     shape: dict[str, int] = {}
     sizes: Counter[str] = Counter()
-    for number, members in shapes.items():
-        members.sort()
+    for number, members in index.shapes.items():
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
         limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload.priority))) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
-        shape.update({p.workload.key: number for p in members[:limit]})
+        shape.update((p.workload.key, number) for p in members[:limit])
         if len(members) > limit:
-            stand = members[limit - 1].workload.key
-            stand_in.update({p.workload.key: stand for p in members[limit:]})
+            dropped[number] = (members[limit - 1].workload.key, members[limit:])
     kept.sort()
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
-    return Selection(tuple(fixed), tuple(p.workload for p in kept), stand_in, shape, demand, free,
-                     _least((tree_of[m[0].cluster_queue], m[0].needs) for m in shapes.values()), sizes,
+    return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
+                     _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
                      tuple(gain(p.cluster_queue, p.workload.priority) for p in kept))
+
+
+_KEY = attrgetter("key")
+
+
+class _Index:
+    """The workloads of a cycle by how selection treats them; kept from cycle to cycle by a
+    Session (memo.py), so that a cycle sorts only its new pending workloads into their shapes.
+
+    ``fixed`` are admitted, finished or held; ``stray`` are pending with no quota tree to
+    solve them in; ``shapes`` holds the other pending ones, each shape's members in rank order.
+    """
+
+    def __init__(self) -> None:
+        self.fixed: dict[str, Workload] = {}
+        self.stray: dict[str, Workload] = {}
+        self.pending: dict[str, _Pending] = {}
+        self.shapes: dict[int, list[_Pending]] = {}
+
+    def update(self, changes: Changes[str, Workload], pending: Callable[[Workload], _Pending | None],
+               tree_of: Mapping[str, str]) -> None:
+        for key in changes.gone:
+            if self.fixed.pop(key, None) is None and self.stray.pop(key, None) is None:
+                p = self.pending.pop(key)
+                members = self.shapes[p.shape]
+                del members[bisect_left(members, p)]
+                if not members:
+                    del self.shapes[p.shape]
+        for key, w in changes.new.items():
+            if w.admission is not None or w.finished or w.held:
+                self.fixed[key] = w
+                continue
+            p = pending(w)
+            if p is None or p.cluster_queue not in tree_of:
+                self.stray[key] = w
+            else:
+                self.pending[key] = p
+                insort(self.shapes.setdefault(p.shape, []), p)
+
+
+class _StandIns(Mapping[str, str]):
+    """Dropped shape member -> the kept member that stands for it. A busy backlog drops
+    thousands of workloads every cycle, and few cycles ever ask which: the mapping is
+    spelled out when first read."""
+
+    def __init__(self, dropped: Mapping[int, tuple[str, list[_Pending]]]) -> None:
+        self._dropped = dropped
+        self._size = sum(len(members) for _, members in dropped.values())
+
+    @functools.cached_property
+    def _mapping(self) -> dict[str, str]:
+        return {p.workload.key: stand for stand, members in self._dropped.values() for p in members}
+
+    def __getitem__(self, key: str) -> str:
+        return self._mapping[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping)
+
+    def __len__(self) -> int:
+        return self._size
 
 
 def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, dict[str, Fraction]]:

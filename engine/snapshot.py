@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 from .errors import SnapshotError
-from .memo import Memo
+from .memo import Changes, Memo
 from .objects import (
     Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodSetAdmission, PodSetSpec, PriorityClass,
@@ -70,8 +70,26 @@ class Snapshot:
         memo = memo or Memo(remember=False)
         total = 0
         for kind in _DIGESTED:
-            total += sum(memo.each("digest", getattr(self, kind).values(), _object_hash))
+            hashes, changes = memo.track("digest/" + kind, getattr(self, kind), _Hashes)
+            total += hashes.update(changes)
         return "sha256:" + hashlib.sha256(str(total).encode()).hexdigest()[:16]
+
+
+class _Hashes:
+    """The hash of each object of one kind, by key, and their sum."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, int] = {}
+        self.total = 0
+
+    def update(self, changes: Changes[str, object]) -> int:
+        """Bring the hashes up to date; returns their sum."""
+        for key in changes.gone:
+            self.total -= self.by_key.pop(key)
+        for key, obj in changes.new.items():
+            self.by_key[key] = h = _object_hash(obj)
+            self.total += h
+        return self.total
 
 
 def _object_hash(obj: object) -> int:

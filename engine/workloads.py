@@ -14,13 +14,13 @@ import functools
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
 from .config import Config
 from .errors import SnapshotError
-from .memo import Memo
+from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import format_quantity
 from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
@@ -111,11 +111,31 @@ class Workloads:
 def build_workloads(snapshot: Snapshot, config: Config = Config(), memo: Memo | None = None) -> Workloads:
     """Build every workload of the snapshot; see the module docstring for the rules.
 
-    With a ``memo`` (see memo.py), a Workload object seen in the previous cycle, and not made
+    With a ``memo`` (see memo.py), a Workload object seen in an earlier cycle, and not made
     of pods, yields the workload built from it then.
     """
     builder = _Builder(snapshot, config, memo or Memo(remember=False))
     return builder.build()
+
+
+class _FromObjects:
+    """Workloads built from Workload objects alone (not from pods), by key; kept from cycle to
+    cycle by a Session (memo.py). An object owned by pods waits in ``orphans``: it is built
+    from its pods when they exist."""
+
+    def __init__(self) -> None:
+        self.built: dict[str, Workload] = {}
+        self.orphans: dict[str, KueueWorkload] = {}
+
+    def update(self, changes: Changes[str, KueueWorkload], build: Callable[[KueueWorkload], Workload]) -> None:
+        for key in changes.gone:
+            if self.built.pop(key, None) is None:
+                del self.orphans[key]
+        for key, obj in changes.new.items():
+            if obj.owned_by_pods:
+                self.orphans[key] = obj
+            else:
+                self.built[key] = build(obj)
 
 
 def _youngest_first(pods: Iterable[Pod]) -> list[Pod]:
@@ -185,17 +205,16 @@ class _Builder:
         for (ns, group), pods in sorted(groups.items()):
             w = self._group(ns, group, pods)
             built[w.key] = w
-        alone = []
-        for key, obj in self.snap.workloads.items():
-            if key in built:
-                built[key] = self._merge_object(built[key], obj)
-            elif obj.owned_by_pods:  # e.g. a preempted group: admitting it would hold quota for nothing
-                self.notices.append(f"workload {key}: the pods it was made for are gone; "
-                                    "it is left for garbage collection")
-            else:
-                alone.append(obj)
-        built.update((w.key, w) for w in self.memo.each("workload", alone, lambda obj: self._merge_object(None, obj)))
-        return Workloads(tuple(built[k] for k in sorted(built)), tuple(self.actions), tuple(self.notices))
+        from_objects, changes = self.memo.track("workload", self.snap.workloads, _FromObjects)
+        from_objects.update(changes, lambda obj: self._merge_object(None, obj))
+        for key in built:
+            if key in self.snap.workloads:
+                built[key] = self._merge_object(built[key], self.snap.workloads[key])
+        for key in sorted(from_objects.orphans.keys() - built.keys()):
+            # e.g. a preempted group: admitting it would hold quota for nothing
+            self.notices.append(f"workload {key}: the pods it was made for are gone; it is left for garbage collection")
+        everything = {**from_objects.built, **built}
+        return Workloads(tuple(map(everything.__getitem__, sorted(everything))), tuple(self.actions), tuple(self.notices))
 
     def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:
         first = min(pods, key=lambda p: p.name)

@@ -50,23 +50,26 @@ def test_a_changed_configuration_is_not_served_from_memory():
     assert decided(plan) == decided(run_cycle(after, load_policy()))
 
 
-def test_memo_reuses_a_value_while_its_object_recurs():
-    memo, calls = Memo(), []
-    obj, other = ["a"], ["b"]
+def test_memo_tracks_what_changed_by_object_identity():
+    memo = Memo()
+    a, b, c = ["a"], ["b"], ["c"]
 
-    def derive(o):
-        calls.append(o[0])
-        return o[0].upper()
+    def changed(mapping, configuration=1):
+        memo.start(configuration=configuration)
+        state, changes = memo.track("t", mapping, list)
+        state.append(len(state))  # the state is kept from call to call
+        return len(state), dict(changes.new), set(changes.gone)
 
-    memo.start(configuration=1)
-    assert memo.each("t", [obj], derive) == ["A"]
-    memo.start(configuration=1)
-    assert memo.each("t", [obj, ["a"]], derive) == ["A", "A"]  # the same object is remembered; an equal one is not
-    memo.start(configuration=1)
-    assert memo.each("t", [other], derive) == ["B"]
-    memo.start(configuration=1)  # obj was not used in the last cycle: forgotten
-    assert memo.each("t", [obj], derive) == ["A"]
-    memo.start(configuration=2)  # the configuration changed: everything is forgotten
-    assert memo.each("t", [obj], derive) == ["A"]
-    assert calls == ["a", "a", "b", "a", "a"]
+    assert changed({"x": a, "y": b}) == (1, {"x": a, "y": b}, set())
+    assert changed({"x": a, "y": b}) == (2, {}, set())
+    assert changed({"x": a, "z": c}) == (3, {"z": c}, {"y"})  # removed and added
+    assert changed({"x": ["a"], "z": c}) == (4, {"x": ["a"]}, {"x"})  # an equal, new object replaces
+    assert changed({"x": a, "z": c}, configuration=2) == (1, {"x": a, "z": c}, set())  # all dropped
     assert memo.number(("x", 1)) == memo.number(("x", 1)) != memo.number(("y", 1))
+
+
+def test_a_memo_that_does_not_remember_reports_everything_new():
+    memo = Memo(remember=False)
+    for _ in range(2):
+        state, changes = memo.track("t", {"x": "a"}, list)
+        assert state == [] and dict(changes.new) == {"x": "a"} and not changes.gone
