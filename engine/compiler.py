@@ -70,12 +70,14 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> dict[st
                         if v is not None:
                             quotas[r].add(v)
                             quota_total[r] += v
-    # Many workloads ask the same: count each (request, pod count) once, then multiply.
-    asks: Counter[tuple[str, Fraction, int]] = Counter(
-        (r, v, max(ps.count, 1)) for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
+    # Many workloads ask the same: count each (request, pod count) once, then multiply. The
+    # request is counted by numerator and denominator: hashing a Fraction runs Python code.
+    asks: Counter[tuple[str, int, int, int]] = Counter(
+        (r, v.numerator, v.denominator, max(ps.count, 1))
+        for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
     units = {}
-    for r in sorted(set(quotas) | {r for r, _, _ in asks}):
-        mine = [(v, count, times) for (res, v, count), times in asks.items() if res == r]
+    for r in sorted(set(quotas) | {r for r, _, _, _ in asks}):
+        mine = [(Fraction(n, d), count, times) for (res, n, d, count), times in asks.items() if res == r]
         unit = _gcd(quotas[r] | {v for v, _, _ in mine} | {v * count for v, count, _ in mine})
         total = (quota_total[r] + sum((v * count * times for v, count, times in mine), Fraction(0))) / unit
         if total > _MAX_TOTAL:

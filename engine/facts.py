@@ -11,6 +11,7 @@ in the resource's unit, see ``resource_unit/2``), ``node`` a term ``cq("name")``
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Union
 
@@ -146,6 +147,7 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+@functools.lru_cache(maxsize=1 << 16, typed=True)  # a cycle renders the same names in many facts
 def value_text(value: Value) -> str:
     if isinstance(value, bool):
         raise TypeError("booleans are not fact values")

@@ -2,12 +2,14 @@
 
 from dataclasses import replace
 
+import pytest
+
 from clueue.bench.replay import replay
 from clueue.bench.scenarios import generate
 from clueue.engine import Config, Document, Session, build_snapshot, load_policy, run_cycle
 from clueue.engine.memo import Memo
 
-from tests.builders import cluster_queue, flatten, flavor, local_queue, workload
+from tests.builders import cluster_queue, flatten, flavor, group, local_queue, pod, workload
 
 
 def decided(plan):
@@ -17,9 +19,10 @@ def decided(plan):
     return out
 
 
-def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch):
+@pytest.mark.parametrize("scenario", ["baseline", "baseline-preemption"])
+def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch, scenario):
     # A replay feeds a Session a stream of snapshots that share most objects with the one
-    # before: arrivals, admissions and finishes, as a controller sees them.
+    # before: arrivals, admissions, evictions and finishes, as a controller sees them.
     policy = load_policy()
     compared = []
     real_run = Session.run
@@ -31,9 +34,37 @@ def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch):
         return plan
 
     monkeypatch.setattr(Session, "run", checked)
-    result = replay(generate("baseline", scale=0.1), latency="zero", policy=policy)
+    result = replay(generate(scenario, scale=0.1), latency="zero", policy=policy)
     assert result["finished"] == result["workloads"]
     assert len(compared) > 50 and len(set(compared)) == len(compared)
+    if scenario == "baseline-preemption":
+        assert result["evictions"]  # workloads went from running back to pending
+
+
+def test_session_follows_pods_and_the_workloads_they_leave_behind():
+    # Cycles over plain pods: a group forms, is admitted (ungated, with a Workload object
+    # owned by its pods), its pods go away leaving the Workload behind, and the object goes.
+    base = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 8}}), local_queue("cq")]
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "g-0", "uid": "u0"}
+    leftover = workload("g", cpu="4", count=2, admitted_in=("cq", "od"))
+    leftover["metadata"]["ownerReferences"] = [owner]
+    states = [
+        [*group("g", 1, total=2), pod("solo", cpu="2")],
+        [*group("g", 2), pod("solo", cpu="2")],
+        [*group("g", 2, gated=False), leftover, pod("solo", cpu="2")],
+        [leftover, pod("solo", cpu="2"), pod("late", cpu="6")],
+        [pod("solo", cpu="2"), pod("late", cpu="6")],
+    ]
+    session, policy = Session(load_policy(), Config()), load_policy()
+    seen = []
+    for objs in states:
+        snapshot = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(base + objs))])
+        plan = session.run(snapshot)
+        assert decided(plan) == decided(run_cycle(snapshot, policy))
+        seen.append({e.name: e.state for e in plan.workloads})
+    assert seen[0]["default/g"] == "pending" and seen[1]["default/g"] == "admitted"
+    assert seen[2]["default/g"] == "admitted"
+    assert "default/g" not in seen[3] and seen[3]["default/pod-late"] == "admitted"  # the leftover holds nothing
 
 
 def test_a_changed_configuration_is_not_served_from_memory():
