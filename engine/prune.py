@@ -39,7 +39,7 @@ from operator import attrgetter
 from typing import Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
 from .memo import Changes, Memo
-from .objects import ResourceGroup
+from .objects import PodSetSpec, ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
 from .workloads import Workload
@@ -142,7 +142,13 @@ def _rank_key(w: Workload) -> tuple[int, int, str]:
 
 def _shape(cq: str, w: Workload) -> tuple[object, ...]:
     return (cq, w.namespace, w.queue, w.priority, tuple(
-        (ps.name, ps.count, tuple(sorted(ps.requests.items())), ps.node_labels, ps.tolerations) for ps in w.pod_sets))
+        (ps.name, ps.count, _requests(ps), ps.node_labels, ps.tolerations) for ps in w.pod_sets))
+
+
+def _requests(ps: PodSetSpec) -> tuple[tuple[str, int, int], ...]:
+    """A pod set's requests as a key: by numerator and denominator, as hashing and comparing
+    Fractions runs Python code, for every pending workload of a first cycle."""
+    return tuple(sorted((r, v.numerator, v.denominator) for r, v in ps.requests.items()))
 
 
 def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Fraction]]]:
@@ -191,16 +197,16 @@ def _held(w: Workload) -> dict[str, Fraction]:
 
 
 def _needs(w: Workload) -> dict[str, Fraction]:
-    return _pod_set_needs(tuple((ps.count, tuple(sorted(ps.requests.items()))) for ps in w.pod_sets))
+    return _pod_set_needs(tuple((ps.count, _requests(ps)) for ps in w.pod_sets))
 
 
 @functools.lru_cache(maxsize=4096)
-def _pod_set_needs(pod_sets: tuple[tuple[int, tuple[tuple[str, Fraction], ...]], ...]) -> dict[str, Fraction]:
+def _pod_set_needs(pod_sets: tuple[tuple[int, tuple[tuple[str, int, int], ...]], ...]) -> dict[str, Fraction]:
     # Workloads of one shape ask the same: compute it once.
     needs: dict[str, Fraction] = defaultdict(Fraction)
     for count, requests in pod_sets:
-        for r, v in requests:
-            needs[r] += v * count
+        for r, numerator, denominator in requests:
+            needs[r] += Fraction(numerator, denominator) * count
     return dict(needs)
 
 
@@ -288,6 +294,7 @@ class _Index:
                 del members[bisect_left(members, p)]
                 if not members:
                     del self.shapes[p.shape]
+        arrived: dict[int, list[_Pending]] = defaultdict(list)
         for key, w in changes.new.items():
             if w.admission is not None or w.finished or w.held:
                 self.fixed[key] = w
@@ -297,7 +304,14 @@ class _Index:
                 self.stray[key] = w
             else:
                 self.pending[key] = p
-                insort(self.shapes.setdefault(p.shape, []), p)
+                arrived[p.shape].append(p)
+        for number, new in arrived.items():
+            members = self.shapes.get(number)
+            if members is None:  # a new shape (every shape, in a first cycle): sorted at once
+                self.shapes[number] = sorted(new)
+            else:
+                for p in new:
+                    insort(members, p)
 
 
 class _StandIns(Mapping[str, str]):
