@@ -117,8 +117,9 @@ class Session:
     """Decision cycles over successive snapshots of one cluster, as a controller runs them.
 
     ``session.run(snapshot)`` returns the same plan as ``run_cycle(snapshot, policy, config)``,
-    but reuses what the previous cycle derived from objects that did not change (memo.py), so
-    that a cycle over a large, slowly changing backlog costs little more than its changes.
+    but keeps what it derived from the backlog and updates it by the objects that changed since
+    the previous cycle (memo.py), so that a cycle over a large, slowly changing backlog costs
+    little more than its changes and its solve.
 
     >>> session = Session(load_policy())                  # doctest: +SKIP
     >>> for snapshot in snapshots: plan = session.run(snapshot)  # doctest: +SKIP
