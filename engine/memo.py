@@ -34,7 +34,7 @@ class Changes(Generic[K, T]):
     """What changed in a mapping since a consumer last saw it.
 
     ``gone`` holds the keys removed or whose object was replaced; ``new`` the objects added or
-    replacing, by key, in key order. A replaced key is in both: drop it, then add it.
+    replacing, by key, in no particular order. A replaced key is in both: drop it, then add it.
     """
 
     new: Mapping[K, T]
@@ -90,8 +90,9 @@ class Memo:
         # Passes in C (map, compress) rather than loops with a body: the backlog is thousands of
         # objects every cycle, and nearly all of them are the very objects seen last cycle.
         last = kept.objects
-        new = sorted(compress(mapping, map(not_, map(is_, map(last.get, mapping), mapping.values()))))
+        new = list(compress(mapping, map(not_, map(is_, map(last.get, mapping), mapping.values()))))
         replaced = {k for k in new if k in last}
+        # Keys that left, counted before they are looked for: most cycles none did.
         removed = len(last) - (len(mapping) - (len(new) - len(replaced)))
         gone = replaced | (last.keys() - mapping.keys()) if removed else replaced
         kept.objects = dict(mapping)
