@@ -140,7 +140,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     t0 = time.monotonic()
     deadline = t0 + config.time_budget
     built = build_workloads(snapshot, config, memo)
-    selection = select_candidates(snapshot, built.workloads, policy, memo)
+    selection = select_candidates(snapshot, built, policy, memo)
     units = resource_units(snapshot, selection.fixed + selection.ranked)
     t1 = time.monotonic()
 
@@ -169,7 +169,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    entries = Entries(functools.partial(_entries, built.workloads, done, config, cut_short))
+    entries = Entries(functools.partial(_entries, built, done, config, cut_short))
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices)
 
@@ -252,8 +252,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
     return actions
 
 
-def _entries(workloads: tuple[Workload, ...], done: _Round, config: Config,
-             cut_short: frozenset[str]) -> tuple[WorkloadEntry, ...]:
+def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str]) -> tuple[WorkloadEntry, ...]:
     """Every plan entry, in workload order. A workload shares the explanation of its
     ``done.explainer`` (same shape, same decision); reasons that depend on its own rank are its own."""
     decision = done.decision
@@ -261,7 +260,7 @@ def _entries(workloads: tuple[Workload, ...], done: _Round, config: Config,
     rank = {w: i for i, w in enumerate(decision.ranked)}
     shared: dict[str, tuple[str, tuple[Reason, ...]]] = {}  # explained workload -> (state, reasons)
     entries: dict[str, WorkloadEntry] = {}
-    for w in workloads:
+    for w in built.workloads:
         if w.key in done.proxy or w.key in done.stand_in:
             continue
         cq = explanation.cluster_queues.get(w.key)
@@ -287,9 +286,9 @@ def _entries(workloads: tuple[Workload, ...], done: _Round, config: Config,
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)
 
-    ahead = _AdmittedAhead(decision, explanation, rank, {w.key: w for w in workloads})
+    ahead = _AdmittedAhead(decision, explanation, rank, built.by_key)
     fifo = _FifoHeads(decision, explanation, done.proxy, done.unsolved)
-    for w in workloads:
+    for w in built.workloads:
         if w.key in entries:
             continue
         explainer = done.explainer(w.key)
@@ -308,7 +307,7 @@ def _entries(workloads: tuple[Workload, ...], done: _Round, config: Config,
             name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
             origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests,
             pods=w.pod_refs, state=state, reasons=reasons + tuple(extra) if extra else reasons)
-    return tuple(entries[w.key] for w in workloads)
+    return tuple(entries[w.key] for w in built.workloads)
 
 
 class _FifoHeads:

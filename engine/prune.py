@@ -35,14 +35,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import floor
-from operator import attrgetter
 from typing import Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
 from .memo import Changes, Memo
 from .objects import PodSetSpec, ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
-from .workloads import Workload
+from .workloads import Workload, Workloads
 
 __all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
 
@@ -233,17 +232,16 @@ def _pending(cq: str | None, w: Workload, memo: Memo) -> _Pending | None:
     return None if cq is None else _Pending(_rank_key(w), memo.number(_shape(cq, w)), cq, _needs(w), w)
 
 
-def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy: Policy,
-                      memo: Memo | None = None) -> Selection:
-    """Split the workloads of a cycle; see the module docstring. A ``memo`` (memo.py) keeps
-    the split, and each shape's members in rank order, from one cycle to the next."""
-    workloads = tuple(workloads)
+def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo: Memo | None = None) -> Selection:
+    """Split the workloads of a cycle; see the module docstring. A ``memo`` (memo.py), the one
+    that ``built`` was built with, keeps the split, and each shape's members in rank order,
+    from one cycle to the next."""
     if not all(policy.is_builtin(name) for name in RULE_GROUPS):
-        return Selection(workloads)
+        return Selection(built.workloads)
     memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, totals = _trees(snapshot)
-    index, changes = memo.track("selection", dict(zip(map(_KEY, workloads), workloads)), _Index)
+    index, changes = memo.follow("selection", built.changes, built.by_key, _Index)
     index.update(changes, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo), tree_of)
     fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
     free = _free(fixed, queues, tree_of, totals)
@@ -267,8 +265,6 @@ def select_candidates(snapshot: Snapshot, workloads: Iterable[Workload], policy:
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
                      tuple(gain(p.cluster_queue, p.workload.priority) for p in kept))
 
-
-_KEY = attrgetter("key")
 
 
 class _Index:

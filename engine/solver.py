@@ -8,15 +8,17 @@ values (a clingo ``Model`` must not outlive its callback).
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import clingo
+import clingo.ast as _ast
 
 from .errors import PolicyError, SolveError
 from .facts import defined_directives, value_text
-from .policy import Policy
+from .policy import Policy, PolicyFile
 
 __all__ = ["Term", "Decision", "SolveStats", "Explanation", "decide", "explain"]
 
@@ -125,16 +127,59 @@ def _control(arguments: Sequence[str], messages: _Messages) -> clingo.Control:
     return clingo.Control(["--warn=none", "--seed=0", *arguments], logger=messages, message_limit=50)
 
 
-def _load(ctl: clingo.Control, facts: str, policy: Policy, messages: _Messages) -> None:
+def _load(ctl: clingo.Control, facts: str, policy: Policy) -> None:
     ctl.add("base", [], defined_directives())
     ctl.add("base", [], facts)
-    for f in policy.files:
-        before = len(messages.items)
-        try:
-            ctl.add("base", [], f.text)
-        except RuntimeError:
-            detail = "; ".join(m.replace("<block>", f.path) for m in messages.items[before:]) or "syntax error"
-            raise PolicyError(detail) from None
+    with _ast.ProgramBuilder(ctl) as builder:
+        for f in policy.files:
+            for statement in _parsed(f):
+                builder.add(statement)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(f: PolicyFile) -> tuple[Any, ...]:
+    """The statements of ``f``, parsed once: a cycle over a small backlog would otherwise spend
+    as long parsing the built-in policy as grounding it.
+
+    Raises:
+        PolicyError: ``f`` does not parse; the message names the file, line and column.
+    """
+    errors: list[tuple[str, str]] = []
+    statements = _statements(f, errors)
+    if statements is None:
+        raise PolicyError("; ".join(text for _, text in errors) or f"{f.path}: syntax error")
+    return tuple(s for s in statements if s.ast_type != _ast.ASTType.Comment)
+
+
+def _relocate(node: Any, path: str) -> Any:
+    """``node`` with every location in file ``path`` (clingo says ``<string>`` for parsed text)."""
+    changes: dict[str, Any] = {}
+    for key in node.child_keys:
+        value = getattr(node, key)
+        if isinstance(value, _ast.AST):
+            changes[key] = _relocate(value, path)
+        elif isinstance(value, _ast.ASTSequence):
+            changes[key] = [_relocate(v, path) for v in value]
+    if "location" in node.keys():
+        loc = node.location
+        changes["location"] = _ast.Location(_ast.Position(path, loc.begin.line, loc.begin.column),
+                                            _ast.Position(path, loc.end.line, loc.end.column))
+    return node.update(**changes) if changes else node
+
+
+def _statements(f: PolicyFile, messages: list[tuple[str, str]]) -> list[Any] | None:
+    """The statements of ``f`` with real locations, or ``None`` if it does not parse.
+
+    Parse errors are appended to ``messages`` as ``(MessageCode name, text)``.
+    """
+    out: list[Any] = []
+    try:
+        _ast.parse_string(f.text, lambda s: out.append(_relocate(s, f.path)),
+                          logger=lambda code, text: messages.append((code.name, text.replace("<string>", f.path))),
+                          message_limit=50)
+    except RuntimeError:
+        return None
+    return out
 
 
 def _ground(ctl: clingo.Control, parts: list[tuple[str, list[clingo.Symbol]]], messages: _Messages) -> None:
@@ -240,7 +285,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     deadline = start + budget
     messages = _Messages()
     ctl = _control(["--heuristic=Domain", "--opt-mode=ignore", "--models=1"], messages)
-    _load(ctl, facts, policy, messages)
+    _load(ctl, facts, policy)
     _ground(ctl, [("base", []), ("decide", [])], messages)
     grounded = time.monotonic()
 
@@ -417,7 +462,7 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
     for w, choices in decision.choices.items():
         decided.append(f"admit({value_text(w)}).")
         decided += [f"choose({value_text(w)},{value_text(ps)},{g},{value_text(f)})." for ps, g, f in choices]
-    _load(ctl, facts + "\n".join(decided) + "\n", policy, messages)
+    _load(ctl, facts + "\n".join(decided) + "\n", policy)
     _ground(ctl, [("base", []), ("explain", [])], messages)
     explained = _named_atoms(ctl, _EXPLAINED)  # the ground atoms to keep from the model -> their name
     found: dict[str, Any] = {}
@@ -453,16 +498,12 @@ _EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group"}
 
 
 # =================================================================================================
-# Policy tooling: reading policy files as ASTs and probing their grounding.
-#
-# Added for `clueue policy check` and for guarded cycles (clueue.engine.guard). Append-only: the
-# functions above are the decision cycle and are not changed here. Everything below returns plain
-# Python values; clingo's messages keep their text, with the real file of each location.
+# Policy tooling: outlines of policy files and probing their grounding, for `clueue policy
+# check` and for guarded cycles (clueue.engine.guard). Everything below returns plain Python
+# values; clingo's messages keep their text, with the real file of each location.
 # =================================================================================================
 
-import clingo.ast as _ast  # noqa: E402 - kept with the section that needs it
-
-from .policy import ENGINE_PREDICATES, PARTS, PolicyFile  # noqa: E402
+from .policy import ENGINE_PREDICATES, PARTS  # noqa: E402
 
 __all__ += ["AtomUse", "PartHeader", "FileOutline", "PolicyOutline", "outline_policy", "probe_grounding"]
 
@@ -511,37 +552,6 @@ class PolicyOutline:
     files: tuple[FileOutline, ...]
     messages: tuple[tuple[str, str], ...]
     grounded: bool
-
-
-def _relocate(node: Any, path: str) -> Any:
-    """``node`` with every location in file ``path`` (clingo says ``<string>`` for parsed text)."""
-    changes: dict[str, Any] = {}
-    for key in node.child_keys:
-        value = getattr(node, key)
-        if isinstance(value, _ast.AST):
-            changes[key] = _relocate(value, path)
-        elif isinstance(value, _ast.ASTSequence):
-            changes[key] = [_relocate(v, path) for v in value]
-    if "location" in node.keys():
-        loc = node.location
-        changes["location"] = _ast.Location(_ast.Position(path, loc.begin.line, loc.begin.column),
-                                            _ast.Position(path, loc.end.line, loc.end.column))
-    return node.update(**changes) if changes else node
-
-
-def _statements(f: PolicyFile, messages: list[tuple[str, str]]) -> list[Any] | None:
-    """The statements of ``f`` with real locations, or ``None`` if it does not parse.
-
-    Parse errors are appended to ``messages`` as ``(MessageCode name, text)``.
-    """
-    out: list[Any] = []
-    try:
-        _ast.parse_string(f.text, lambda s: out.append(_relocate(s, f.path)),
-                          logger=lambda code, text: messages.append((code.name, text.replace("<string>", f.path))),
-                          message_limit=50)
-    except RuntimeError:
-        return None
-    return out
 
 
 def _predicate(symbol: Any) -> tuple[str, int] | None:
@@ -663,7 +673,7 @@ def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], Non
     ctl = _control([], messages)
     builtin = Policy(tuple(f for f in policy.files if f.builtin))
     progress("<builtin>")
-    _load(ctl, facts, builtin, messages)
+    _load(ctl, facts, builtin)
     _ground(ctl, [("base", []), ("decide", [])], messages)
     step = 0
     for f in policy.user_files:

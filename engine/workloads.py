@@ -103,9 +103,18 @@ class PodAction:
 
 @dataclass(frozen=True)
 class Workloads:
-    workloads: tuple[Workload, ...]
+    """The workloads of a cycle by key, and what changed in them since the memo's last cycle
+    (everything, without a memory); the pod actions and notices that building them gave."""
+
+    by_key: Mapping[str, Workload]
     actions: tuple[PodAction, ...]
     notices: tuple[str, ...]
+    changes: Changes[str, Workload]
+
+    @functools.cached_property
+    def workloads(self) -> tuple[Workload, ...]:
+        """Every workload, in key order."""
+        return tuple(map(self.by_key.__getitem__, sorted(self.by_key)))
 
 
 def build_workloads(snapshot: Snapshot, config: Config = Config(), memo: Memo | None = None) -> Workloads:
@@ -126,6 +135,7 @@ class _FromObjects:
     def __init__(self) -> None:
         self.built: dict[str, Workload] = {}
         self.orphans: dict[str, KueueWorkload] = {}
+        self.from_pods: set[str] = set()  # keys of the workloads built from pods last cycle
 
     def update(self, changes: Changes[str, KueueWorkload], build: Callable[[KueueWorkload], Workload]) -> None:
         for key in changes.gone:
@@ -213,8 +223,14 @@ class _Builder:
         for key in sorted(from_objects.orphans.keys() - built.keys()):
             # e.g. a preempted group: admitting it would hold quota for nothing
             self.notices.append(f"workload {key}: the pods it was made for are gone; it is left for garbage collection")
-        everything = {**from_objects.built, **built}
-        return Workloads(tuple(map(everything.__getitem__, sorted(everything))), tuple(self.actions), tuple(self.notices))
+        # A workload built from pods stands in for the one built from its object, if any. Only
+        # keys whose object changed, or that were or are built from pods, can differ from last cycle.
+        touched = changes.gone | changes.new.keys() | from_objects.from_pods | built.keys()
+        from_objects.from_pods = set(built)
+        everything, built_changes = self.memo.update(
+            "built", touched, lambda key: built[key] if key in built else from_objects.built.get(key))
+        # The memo changes its mapping next cycle, and this cycle's plan may be read after that.
+        return Workloads(dict(everything), tuple(self.actions), tuple(self.notices), built_changes)
 
     def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:
         first = min(pods, key=lambda p: p.name)

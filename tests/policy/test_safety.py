@@ -91,3 +91,14 @@ def test_the_builtin_policy_runs_in_process(snapshot, monkeypatch):
     expected = run_cycle(snapshot, load_policy()).summary()
     monkeypatch.setattr(guard, "run_limited", no_child)
     assert guarded_cycle(snapshot, load_policy(), limits=Limits()).summary() == expected
+
+
+@pytest.mark.parametrize("text, error", [
+    ("#program decide.\nwide(W,N) :- candidate(W).\n", r":2:1-\d+: error: unsafe variables"),
+    ("#program decide.\nwide(W :- candidate(W).\n", r":2:\d+-\d+: error: syntax error"),
+])
+def test_a_policy_that_does_not_parse_or_ground_fails_the_cycle_naming_its_file(tmp_path, snapshot, text, error):
+    f = write(tmp_path / "broken.lp", text)
+    for _ in range(2):  # the second cycle reuses what the first parsed
+        with pytest.raises(PolicyError, match=f"{f}{error}"):
+            run_cycle(snapshot, load_policy([f]))

@@ -8,6 +8,7 @@ from clueue.bench.replay import replay
 from clueue.bench.scenarios import generate
 from clueue.engine import Config, Document, Session, build_snapshot, load_policy, run_cycle
 from clueue.engine.memo import Memo
+from clueue.engine.workloads import build_workloads
 
 from tests.builders import cluster_queue, flatten, flavor, group, local_queue, pod, workload
 
@@ -104,3 +105,71 @@ def test_a_memo_that_does_not_remember_reports_everything_new():
     for _ in range(2):
         state, changes = memo.track("t", {"x": "a"}, list)
         assert state == [] and dict(changes.new) == {"x": "a"} and not changes.gone
+
+
+def test_a_table_that_skipped_cycles_gets_every_change_since_it_last_looked():
+    memo = Memo()
+    a, b, c = ["a"], ["b"], ["c"]
+    memo.start(1)
+    memo.track("often", {"x": a}, list)
+    memo.track("seldom", {"x": a}, list)
+    memo.start(1)
+    memo.track("often", {"x": a, "y": b}, list)  # "seldom" does not look this cycle
+    memo.start(1)
+    mapping = {"y": b, "z": c}
+    _, often = memo.track("often", mapping, list)
+    _, seldom = memo.track("seldom", mapping, list)
+    assert (dict(often.new), set(often.gone)) == ({"z": c}, {"x"})
+    assert (dict(seldom.new), set(seldom.gone)) == ({"y": b, "z": c}, {"x"})
+    memo.start(1)
+    again = dict(mapping)
+    _, often = memo.track("often", again, list)
+    _, seldom = memo.track("seldom", again, list)
+    assert often is seldom and not often.new and not often.gone  # one search served both
+
+
+def test_a_derived_mapping_hands_its_changes_to_consumers_that_kept_up():
+    memo = Memo()
+    a, b, c = ["a"], ["b"], ["c"]
+    current = {"x": a, "y": b}
+
+    def cycle(touched, consume=True):
+        memo.start(1)
+        derived, changes = memo.update("derived", touched, current.get)
+        if not consume:
+            return derived, changes, None
+        state, handed = memo.follow("consumer", changes, derived, list)
+        state.append(0)
+        return dict(derived), handed, len(state)
+
+    derived, changes, kept = cycle({"x", "y"})
+    assert derived == {"x": a, "y": b} and dict(changes.new) == derived and kept == 1
+    current.update(x=["a"], z=c)
+    del current["y"]
+    derived, changes, kept = cycle({"x", "y", "z"})
+    assert derived == {"x": current["x"], "z": c} and kept == 2  # the consumer kept its state
+    assert dict(changes.new) == {"x": current["x"], "z": c} and set(changes.gone) == {"x", "y"}
+    derived, changes, kept = cycle({"x"})
+    assert not changes.new and not changes.gone and kept == 3  # untouched, or the same object
+    cycle({"z"}, consume=False)
+    derived, changes, kept = cycle(set())
+    assert kept == 1 and dict(changes.new) == {"x": current["x"], "z": c}  # it missed a cycle: start over
+
+
+def test_built_workloads_report_what_changed_including_workloads_made_of_pods():
+    docs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 8}}), local_queue("cq"),
+            workload("w1", cpu=1), workload("w2", cpu=1), pod("p1", cpu=1, gated=True)]
+    first = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(docs))])
+    # The next snapshot keeps the very objects of w2 and p1, and w1 is gone.
+    second = replace(first, workloads={"default/w2": first.workloads["default/w2"]})
+    memo = Memo()
+    built = []
+    for snapshot in (first, second):
+        memo.start(snapshot.configuration())
+        built.append(build_workloads(snapshot, Config(), memo))
+    assert sorted(built[0].changes.new) == sorted(built[0].by_key) == ["default/pod-p1", "default/w1", "default/w2"]
+    # w2 is the workload built last cycle; a workload made of pods is built anew every cycle.
+    assert set(built[1].changes.gone) == {"default/w1", "default/pod-p1"}
+    assert list(built[1].changes.new) == ["default/pod-p1"]
+    assert built[1].by_key["default/w2"] is built[0].by_key["default/w2"]
+    assert [w.key for w in built[1].workloads] == ["default/pod-p1", "default/w2"]
