@@ -69,6 +69,19 @@ class _Strings(dict):
         return text
 
 
+_DECODERS = (_Strings(), _Values())
+_DECODED_AT_MOST = 1 << 17  # symbols remembered, across cycles
+
+
+def _decoders() -> tuple[_Strings, _Values]:
+    """The decoders of symbols, shared by all cycles: clingo keeps symbols for the whole process,
+    and a controller meets the same names in cycle after cycle. Emptied when they grow large."""
+    if len(_DECODERS[0]) + len(_DECODERS[1]) > _DECODED_AT_MOST:
+        for memo in _DECODERS:
+            memo.clear()
+    return _DECODERS
+
+
 @dataclass(frozen=True)
 class SolveStats:
     ground_seconds: float = 0.0
@@ -289,7 +302,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     _ground(ctl, [("base", []), ("decide", [])], messages)
     grounded = time.monotonic()
 
-    strings, values = _Strings(), _Values()  # decoded once per symbol, for all atoms and models below
+    strings, values = _decoders()
     keys = {strings[w]: key for w, key in _arguments(ctl, "rank_key", 2)}
     candidates = [strings[w] for w, in _arguments(ctl, "candidate", 1)]
     missing = [w for w in candidates if w not in keys]
@@ -471,7 +484,7 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
         found["atoms"] = [s for s in model.symbols(atoms=True) if s in explained]  # in the model's order
 
     _solve(ctl, time.monotonic() + budget, on_model=on_model)
-    strings, values = _Strings(), _Values()
+    strings, values = _decoders()
     reasons: dict[str, list[Any]] = {}
     roots: dict[str, Any] = {}
     queues: dict[str, str] = {}
