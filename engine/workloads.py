@@ -224,8 +224,10 @@ class _Builder:
             # e.g. a preempted group: admitting it would hold quota for nothing
             self.notices.append(f"workload {key}: the pods it was made for are gone; it is left for garbage collection")
         # A workload built from pods stands in for the one built from its object, if any. Only
-        # keys whose object changed, or that were or are built from pods, can differ from last cycle.
-        touched = changes.gone | changes.new.keys() | from_objects.from_pods | built.keys()
+        # keys whose object changed, or that were or are built from pods, can differ from last
+        # cycle. In key order, which is nearly rank order within a shape: selection then sorts
+        # the members of a first cycle's shapes in linear time.
+        touched = sorted(changes.gone | changes.new.keys() | from_objects.from_pods | built.keys())
         from_objects.from_pods = set(built)
         everything, built_changes = self.memo.update(
             "built", touched, lambda key: built[key] if key in built else from_objects.built.get(key))
