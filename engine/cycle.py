@@ -133,7 +133,13 @@ class Session:
     def run(self, snapshot: Snapshot) -> Plan:
         """Run one decision cycle; see :func:`run_cycle`."""
         self._memo.start(snapshot.configuration())
-        return _cycle(snapshot, self.policy, self.config, self._memo)
+        try:
+            return _cycle(snapshot, self.policy, self.config, self._memo)
+        except BaseException:
+            # A cycle that fails midway may have brought some of what is kept up to date and
+            # not the rest: the next cycle starts from nothing rather than from a mix.
+            self._memo = Memo()
+            raise
 
 
 def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Plan:

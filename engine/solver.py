@@ -160,7 +160,7 @@ def _parsed(f: PolicyFile) -> tuple[Any, ...]:
     errors: list[tuple[str, str]] = []
     statements = _statements(f, errors)
     if statements is None:
-        raise PolicyError("; ".join(text for _, text in errors) or f"{f.path}: syntax error")
+        raise PolicyError("; ".join(text.strip() for _, text in errors) or f"{f.path}: syntax error")
     return tuple(s for s in statements if s.ast_type != _ast.ASTType.Comment)
 
 

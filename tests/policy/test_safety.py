@@ -99,6 +99,6 @@ def test_the_builtin_policy_runs_in_process(snapshot, monkeypatch):
 ])
 def test_a_policy_that_does_not_parse_or_ground_fails_the_cycle_naming_its_file(tmp_path, snapshot, text, error):
     f = write(tmp_path / "broken.lp", text)
-    for _ in range(2):  # the second cycle reuses what the first parsed
+    for _ in range(2):  # the same again, when a file's parse is kept from the first cycle
         with pytest.raises(PolicyError, match=f"{f}{error}"):
             run_cycle(snapshot, load_policy([f]))

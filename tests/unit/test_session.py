@@ -8,7 +8,7 @@ from clueue.bench.replay import replay
 from clueue.bench.scenarios import generate
 from clueue.engine import Config, Document, Session, build_snapshot, load_policy, run_cycle
 from clueue.engine.memo import Memo
-from clueue.engine.workloads import build_workloads
+from clueue.engine.workloads import _Builder, build_workloads
 
 from tests.builders import cluster_queue, flatten, flavor, group, local_queue, pod, workload
 
@@ -130,7 +130,7 @@ def test_a_table_that_skipped_cycles_gets_every_change_since_it_last_looked():
 
 def test_a_derived_mapping_hands_its_changes_to_consumers_that_kept_up():
     memo = Memo()
-    a, b, c = ["a"], ["b"], ["c"]
+    a, b, c, a2 = object(), object(), object(), object()  # equal only to themselves
     current = {"x": a, "y": b}
 
     def cycle(touched, consume=True):
@@ -144,16 +144,16 @@ def test_a_derived_mapping_hands_its_changes_to_consumers_that_kept_up():
 
     derived, changes, kept = cycle({"x", "y"})
     assert derived == {"x": a, "y": b} and dict(changes.new) == derived and kept == 1
-    current.update(x=["a"], z=c)
+    current.update(x=a2, z=c)
     del current["y"]
     derived, changes, kept = cycle({"x", "y", "z"})
-    assert derived == {"x": current["x"], "z": c} and kept == 2  # the consumer kept its state
-    assert dict(changes.new) == {"x": current["x"], "z": c} and set(changes.gone) == {"x", "y"}
+    assert derived == {"x": a2, "z": c} and kept == 2  # the consumer kept its state
+    assert dict(changes.new) == {"x": a2, "z": c} and set(changes.gone) == {"x", "y"}
     derived, changes, kept = cycle({"x"})
     assert not changes.new and not changes.gone and kept == 3  # untouched, or the same object
     cycle({"z"}, consume=False)
     derived, changes, kept = cycle(set())
-    assert kept == 1 and dict(changes.new) == {"x": current["x"], "z": c}  # it missed a cycle: start over
+    assert kept == 1 and dict(changes.new) == {"x": a2, "z": c}  # it missed a cycle: start over
 
 
 def test_built_workloads_report_what_changed_including_workloads_made_of_pods():
@@ -173,3 +173,25 @@ def test_built_workloads_report_what_changed_including_workloads_made_of_pods():
     assert list(built[1].changes.new) == ["default/pod-p1"]
     assert built[1].by_key["default/w2"] is built[0].by_key["default/w2"]
     assert [w.key for w in built[1].workloads] == ["default/pod-p1", "default/w2"]
+
+
+def test_a_cycle_that_fails_midway_leaves_nothing_half_remembered(monkeypatch):
+    docs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 8}}), local_queue("cq"),
+            workload("w1", cpu=1), workload("w2", cpu=1), workload("w3", cpu=1)]
+    everything = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(docs))])
+    first = replace(everything, workloads={k: v for k, v in everything.workloads.items() if k != "default/w3"})
+    second = replace(everything, workloads={k: v for k, v in everything.workloads.items() if k != "default/w1"})
+    policy = load_policy()
+    session = Session(policy, Config())
+    session.run(first)
+
+    def lost(*args, **kwargs):
+        raise RuntimeError("the cycle fails while building w3")
+
+    with monkeypatch.context() as m:
+        m.setattr(_Builder, "_merge_object", lost)
+        with pytest.raises(RuntimeError):
+            session.run(second)
+    plan = session.run(second)  # w1 is gone and w3 is there, though the failed cycle saw them first
+    assert decided(plan) == decided(run_cycle(second, policy))
+    assert sorted(e.name for e in plan.workloads) == ["default/w2", "default/w3"]
