@@ -266,7 +266,6 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
                      tuple(gain(p.cluster_queue, p.workload.priority) for p in kept))
 
 
-
 class _Index:
     """The workloads of a cycle by how selection treats them; kept from cycle to cycle by a
     Session (memo.py), so that a cycle sorts only its new pending workloads into their shapes.
