@@ -690,13 +690,12 @@ def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], Non
     _ground(ctl, [("base", []), ("decide", [])], messages)
     step = 0
     for f in policy.user_files:
-        statements = _statements(f, []) or []  # the cycle itself reported any parse error
         part = "base"
-        for s in statements:
+        for s in _parsed(f):  # the statements the cycle grounded
             if s.ast_type == _ast.ASTType.Program:
                 part = s.name
                 continue
-            if s.ast_type == _ast.ASTType.Comment or part not in PARTS[:2]:
+            if part not in PARTS[:2]:
                 continue
             step += 1
             name = f"clueue_probe_{step}"
