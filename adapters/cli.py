@@ -171,7 +171,7 @@ def facts(paths: tuple[str, ...], config_path: str | None, reference: bool) -> N
     if not paths:
         raise click.UsageError("give at least one PATH (or --reference)")
     compiled, _ = compile_snapshot(load_snapshot(paths), load_config(config_path))
-    click.echo(render_facts(compiled.facts, commented=True), nl=False)
+    click.echo(render_facts(compiled.lines, commented=True), nl=False)
 
 from .cli_policy import policy  # noqa: E402 - the `clueue policy` commands live in their own module
 main.add_command(policy)

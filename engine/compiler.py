@@ -8,6 +8,7 @@ safe direction (requests up, quotas and limits down), so rounding never over-com
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -15,7 +16,8 @@ from math import ceil, floor, gcd
 from typing import Iterable, Mapping, Sequence
 
 from .errors import SnapshotError
-from .facts import PREDICATES, Fact, Node, Value
+from .facts import PREDICATES, Node, Value, fact_text
+from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, ResourceGroup
 from .quantity import format_quantity
 from .snapshot import Snapshot
@@ -30,7 +32,7 @@ _MAX_TOTAL = 2**30  # headroom below clingo's 2**31 for sums of sums
 class Compiled:
     """The facts of one cycle, with what is needed to read the answer back."""
 
-    facts: tuple[Fact, ...]
+    lines: Mapping[str, Sequence[str]]  # predicate -> its facts as ASP text (facts.render_facts)
     units: Mapping[str, Fraction]  # resource -> the quantity one integer unit stands for
 
     def amount(self, resource: str, units: int) -> Fraction:
@@ -38,14 +40,24 @@ class Compiled:
 
 
 class _Facts:
+    """Facts as text, by predicate; only predicates of the schema, with their arity."""
+
     def __init__(self) -> None:
-        self.items: list[Fact] = []
+        self.lines: defaultdict[str, list[str]] = defaultdict(list)
 
     def add(self, predicate: str, *args: Value) -> None:
         expected = PREDICATES[predicate].args
         if len(args) != len(expected):
             raise AssertionError(f"{predicate} takes {len(expected)} arguments, got {args}")
-        self.items.append(Fact(predicate, args))
+        self.lines[predicate].append(fact_text(predicate, args))
+
+    def extend(self, lines: Iterable[tuple[str, str]]) -> None:
+        """Add ``(predicate, text)`` pairs rendered by another ``_Facts``."""
+        for predicate, text in lines:
+            self.lines[predicate].append(text)
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((p, text) for p, texts in self.lines.items() for text in texts)
 
 
 def _gcd(values: Iterable[Fraction]) -> Fraction:
@@ -116,18 +128,17 @@ def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
 
 
 def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
-                  units: Mapping[str, Fraction] | None = None) -> Compiled:
+                  units: Mapping[str, Fraction] | None = None, memo: Memo | None = None) -> Compiled:
     """Emit the facts for one cycle. Finished workloads are left out: they hold no quota.
 
     ``units`` fixes the resource units, so that facts compiled for different subsets of the
-    workloads speak the same integers; by default they are computed from ``workloads``.
+    workloads speak the same integers; by default they are computed from ``workloads``. A
+    ``memo`` keeps each workload's own facts, as text, for the next compilation that meets the
+    same workload object with the same units (a controller's cycles meet most of them again).
     """
     live = sorted((w for w in workloads if not w.finished), key=lambda w: w.key)
     units = dict(units) if units is not None else resource_units(snapshot, live)
     out = _Facts()
-
-    def up(resource: str, value: Fraction) -> int:  # requests: round up, never under-count use
-        return ceil(value / units[resource])
 
     def down(resource: str, value: Fraction) -> int:  # quotas: round down, never over-commit
         return floor(value / units[resource])
@@ -173,10 +184,14 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
         if _selects(snapshot.cluster_queues[cq].namespace_selector, _namespace_labels(snapshot, ns)):
             out.add("cq_namespace", cq, ns)
 
+    # The workload's own facts do not depend on the other workloads; its tie-break does.
+    own = (memo or Memo(remember=False)).per_object("facts", tuple(sorted(units.items())),
+                                                    functools.partial(_own_facts, units))
     for position, w in enumerate(live):
-        _workload_facts(out, w, position, up)
+        out.extend(own(w))
+        out.add("workload_tiebreak", w.key, position)
     _eviction_order(out, live)
-    return Compiled(tuple(out.items), units)
+    return Compiled(dict(out.lines), units)
 
 
 def _cluster_queue_facts(out: _Facts, cq: ClusterQueue, quota_facts) -> None:  # type: ignore[no-untyped-def]
@@ -212,20 +227,26 @@ def _eviction_order(out: _Facts, live: Sequence[Workload]) -> None:
             out.add("eviction_order", cq, w.key, n)
 
 
-def _workload_facts(out: _Facts, w: Workload, position: int, up) -> None:  # type: ignore[no-untyped-def]
+def _own_facts(units: Mapping[str, Fraction], w: Workload) -> tuple[tuple[str, str], ...]:
+    """The facts of ``w`` that depend on it alone (and the units), as (predicate, text) pairs."""
+    out = _Facts()
+    _workload_facts(out, w, units)
+    return out.pairs()
+
+
+def _workload_facts(out: _Facts, w: Workload, units: Mapping[str, Fraction]) -> None:
     k = w.key
     out.add("workload", k)
     out.add("workload_namespace", k, w.namespace)
     out.add("workload_queue", k, w.queue)
     out.add("workload_priority", k, w.priority)
     out.add("workload_created", k, w.created)
-    out.add("workload_tiebreak", k, position)
     if w.held:
         out.add("held", k)
     for ps in w.pod_sets:
         out.add("pod_set", k, ps.name, ps.count)
         for r, v in ps.requests.items():
-            out.add("pod_request", k, ps.name, r, up(r, v))
+            out.add("pod_request", k, ps.name, r, ceil(v / units[r]))  # round up: never under-count use
         for req in ps.node_labels:
             for value in req.values:
                 out.add("pod_set_node_label", k, ps.name, req.key, value)

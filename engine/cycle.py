@@ -49,7 +49,7 @@ class _Round:
     explained: Callable[[], tuple[Compiled, Explanation]]  # the explanation pass, run once when first called
     proxy: Mapping[str, str]  # ranked candidate -> the workload whose explanation it shares
     stand_in: Mapping[str, str]  # dropped shape member -> the ranked one it shares a decision with
-    unsolved: tuple[str, ...]  # ranked candidates beyond the prefix, in rank order
+    unsolved: tuple[str, ...]  # ranked candidates beyond the cut, in rank order
     complete: bool  # no candidate beyond the prefix could have been admitted
 
     def explainer(self, key: str) -> str:
@@ -58,12 +58,12 @@ class _Round:
         return self.proxy.get(key, key)
 
 
-def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], cut: int, policy: Policy,
-           deadline: float) -> _Round:
-    solved = selection.ranked[:cut]
-    unsolved = tuple(w.key for w in selection.ranked[cut:])
-    decided = compile_facts(snapshot, selection.fixed + solved, units)
-    decision = decide(render_facts(decided.facts), policy, budget=max(0.0, deadline - time.monotonic()))
+def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], cut: Mapping[str, int],
+           policy: Policy, deadline: float, memo: Memo) -> _Round:
+    solved, beyond = selection.split(cut)
+    unsolved = tuple(w.key for w in beyond)
+    decided = compile_facts(snapshot, selection.fixed + tuple(solved), units, memo)
+    decision = decide(render_facts(decided.lines), policy, budget=max(0.0, deadline - time.monotonic()))
 
     # Members of a shape share their explanation: a left-out solved one explains the others of
     # its shape; a shape with none left out is explained by its first unsolved member.
@@ -86,10 +86,10 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
 
     @functools.cache
     def explained() -> tuple[Compiled, Explanation]:
-        compiled = compile_facts(snapshot, explaining, units)
+        compiled = compile_facts(snapshot, explaining, units, memo)
         # Never less than a grace period: an explanation asked for after the cycle still gets made.
         budget = max(deadline - time.monotonic(), _EXPLAIN_GRACE_SECONDS)
-        return compiled, explain(render_facts(compiled.facts), policy, decision, budget=budget)
+        return compiled, explain(render_facts(compiled.lines), policy, decision, budget=budget)
 
     # Whether a candidate beyond the prefix might have fit: the quota trees' nominal totals
     # usually settle it at once; otherwise the explanation pass knows (might_fit/1). (Every
@@ -153,13 +153,13 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     cut, rounds = selection.prefix(), 0
     while True:
         rounds += 1
-        done = _round(snapshot, selection, units, cut, policy, deadline)
-        if done.complete or cut == len(selection.ranked) or time.monotonic() >= deadline:
+        done = _round(snapshot, selection, units, cut, policy, deadline, memo)
+        if done.complete or not done.unsolved or time.monotonic() >= deadline:
             break
-        cut = min(len(selection.ranked), max(cut * 4, selection.prefix(4 ** rounds * 2)))
+        cut = selection.grown(cut, 4 ** rounds)
     t2 = time.monotonic()
-    # Stopped by the budget with candidates beyond the prefix that might have fit: say so.
-    cut_short = frozenset() if done.complete or cut == len(selection.ranked) else frozenset(done.unsolved)
+    # Stopped by the budget with candidates beyond the cut that might have fit: say so.
+    cut_short = frozenset() if done.complete else frozenset(done.unsolved)
 
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
     actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), done.decision)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, Union
+from typing import Iterable, Mapping, Union
 
-__all__ = ["FACTS_VERSION", "Predicate", "PREDICATES", "Node", "Fact", "render_facts", "value_text"]
+__all__ = ["FACTS_VERSION", "Predicate", "PREDICATES", "Node", "fact_text", "render_facts", "value_text"]
 
 FACTS_VERSION = "clueue.dev/facts/v1"
 
@@ -134,13 +134,9 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
 )}
 
 
-@dataclass(frozen=True)
-class Fact:
-    predicate: str
-    args: tuple[Value, ...]
-
-    def __str__(self) -> str:
-        return f"{self.predicate}({','.join(value_text(a) for a in self.args)})."
+def fact_text(predicate: str, args: Iterable[Value]) -> str:
+    """One fact as ASP text: ``predicate(args...).``"""
+    return f"{predicate}({','.join(map(value_text, args))})."
 
 
 def _quote(text: str) -> str:
@@ -158,20 +154,18 @@ def value_text(value: Value) -> str:
     return _quote(value)
 
 
-def render_facts(facts: Iterable[Fact], *, commented: bool = False) -> str:
-    """Facts as ASP text, sorted; with ``commented``, each predicate is headed by its meaning."""
-    by_pred: dict[str, list[str]] = {}
-    for fact in facts:
-        by_pred.setdefault(fact.predicate, []).append(str(fact))
-    lines: list[str] = []
-    for name in (n for n in PREDICATES if n in by_pred):
+def render_facts(lines: Mapping[str, Iterable[str]], *, commented: bool = False) -> str:
+    """Facts as ASP text, given as predicate -> its facts' texts: sorted, predicate by predicate
+    in schema order; with ``commented``, each predicate is headed by its meaning."""
+    out: list[str] = []
+    for name in (n for n in PREDICATES if lines.get(n)):
         if commented:
             p = PREDICATES[name]
-            lines += ["", f"% {p.signature}: {p.doc}"]
-        lines += sorted(by_pred[name])
+            out += ["", f"% {p.signature}: {p.doc}"]
+        out += sorted(lines[name])
     if commented:
-        lines = [f"% clueue facts ({FACTS_VERSION})"] + lines
-    return "\n".join(lines) + "\n"
+        out = [f"% clueue facts ({FACTS_VERSION})"] + out
+    return "\n".join(out) + "\n"
 
 
 def defined_directives() -> str:

@@ -180,7 +180,7 @@ def _exceeded(e: LimitExceeded, seconds: float, memory_mib: int | None) -> str:
 def _culprit(snapshot: Snapshot, policy: Policy, config: Config, seconds: float, memory_mib: int | None) -> str:
     """Which user statement blows up grounding, in words."""
     compiled, _ = compile_snapshot(snapshot, config)
-    facts = render_facts(compiled.facts)
+    facts = render_facts(compiled.lines)
     try:
         run_limited(probe_grounding, facts, policy, seconds=seconds, memory_mib=memory_mib, progress=True)
     except LimitExceeded as e:

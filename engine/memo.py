@@ -13,7 +13,9 @@ consumer keeps its own state up to date with it:
   consumers of the same mapping in one cycle share one search;
 - :meth:`Memo.update` keeps a derived mapping whose producer knows which keys it touched, and
   says what changed in it;
-- :meth:`Memo.follow` hands such changes on to a consumer of the derived mapping.
+- :meth:`Memo.follow` hands such changes on to a consumer of the derived mapping;
+- :meth:`Memo.per_object` keeps what was derived from one object alone, for the objects a
+  consumer asked about in this cycle or the last.
 
 Derived state may also depend on the cluster's configuration (queues, cohorts, flavors,
 priority classes): all of it is dropped whenever that configuration changes, so that nothing
@@ -27,7 +29,7 @@ from itertools import compress
 from operator import is_, not_
 from typing import Any, Callable, Generic, Hashable, Iterable, Mapping, TypeVar
 
-__all__ = ["Memo", "Changes"]
+__all__ = ["Memo", "Changes", "PerObject"]
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -58,6 +60,30 @@ class _Version:
 
     def __init__(self, mapping: Mapping[Any, Any]) -> None:
         self.objects = dict(mapping)
+
+
+class PerObject(Generic[T, S]):
+    """Values derived from single objects, by object identity: those asked for in this cycle
+    or the last (an entry holds its object, so no id is reused while it is kept)."""
+
+    __slots__ = ("_derive", "_current", "_previous")
+
+    def __init__(self, derive: Callable[[T], S]) -> None:
+        self._derive = derive
+        self._current: dict[int, tuple[T, S]] = {}
+        self._previous: dict[int, tuple[T, S]] = {}
+
+    def __call__(self, obj: T) -> S:
+        """The value derived from ``obj``, derived now if it was not asked for lately."""
+        entry = self._current.get(id(obj))
+        if entry is None:
+            entry = self._previous.get(id(obj)) or (obj, self._derive(obj))
+            self._current[id(obj)] = entry
+        return entry[1]
+
+    def age(self) -> None:
+        """Begin a cycle: forget what the last cycle did not ask for."""
+        self._previous, self._current = self._current, {}
 
 
 @dataclass
@@ -91,6 +117,7 @@ class Memo:
         # the mappings and the changes their base versions, so no id is reused while kept.
         self._versions: dict[int, tuple[Mapping[Any, Any], _Version]] = {}
         self._searches: dict[tuple[int, int], Changes[Any, Any]] = {}
+        self._per_object: dict[str, tuple[Hashable, PerObject[Any, Any]]] = {}
 
     def start(self, configuration: Hashable | tuple[Any, ...]) -> None:
         """Begin a cycle; all kept state is dropped if ``configuration`` differs from the
@@ -98,6 +125,9 @@ class Memo:
         if configuration != self._configuration:
             self._tracked.clear()
             self._numbers.clear()
+            self._per_object.clear()
+        for _, values in self._per_object.values():
+            values.age()
         self._configuration = configuration
         self._versions.clear()
         self._searches.clear()
@@ -154,6 +184,16 @@ class Memo:
             changes = Changes(whole, frozenset(), None, changes.head)
         kept.version = changes.head
         return kept.state, changes
+
+    def per_object(self, table: str, depends: Hashable, derive: Callable[[T], S]) -> PerObject[T, S]:
+        """The values kept under ``table``, derived by ``derive`` from one object alone and
+        from ``depends`` (and the configuration): they are dropped when ``depends`` changes.
+        Within one cycle they are kept even by a memo that does not remember: a cycle derives
+        the same objects' values once per round and again for the explanation."""
+        kept = self._per_object.get(table)
+        if kept is None or kept[0] != depends:
+            kept = self._per_object[table] = (depends, PerObject(derive))
+        return kept[1]
 
     def number(self, value: Hashable) -> int:
         """A small number for ``value``, the same for equal values while the configuration

@@ -17,10 +17,17 @@ explanation.
 *Prefixes.* The best admitted set in rank order, restricted to the first k candidates, is the
 best admitted set of those k alone: no later candidate changes an earlier decision. The cycle
 solves a prefix that reaches past the last candidate Kueue's greedy order would admit on each
-tree's free quota, and that asks twice what every tree has free; if afterwards no remaining
-candidate could fit on its own on top of that decision (the explanation pass computes this from
-the remaining headroom), the decision is the one the whole backlog would give. Otherwise the
+tree's free quota, and that asks twice what a tree has free where that estimate may fall short
+(flavors or inner limits can leave free quota unusable); if afterwards no remaining candidate
+could fit on its own on top of that decision (the explanation pass computes this from the
+remaining headroom), the decision is the one the whole backlog would give. Otherwise the
 prefix grows and the cycle solves again.
+
+*Trees.* Under the built-in policy alone, quota trees are independent problems: no rule
+relates workloads of two trees, so the best admitted set is the union of each tree's best
+set, and the prefix is taken per tree (a *cut*). Then a tree that is full sends one candidate
+to the solve, not every one ranked before another tree's last admission. User files may relate
+trees, so with them the cut is one prefix of the whole rank order.
 
 Both rely on the built-in ``ordering.lp``, ``capacity.lp``, ``quota.lp`` and ``preemption.lp``; if a policy
 replaces any of them, every candidate is solved. User rules that only add constraints keep this
@@ -47,7 +54,7 @@ __all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
 
 #: The rule groups whose semantics the selection relies on.
 RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp", "preemption.lp")
-_FILL = 2  # a first prefix asks for twice what each quota tree holds
+_FILL = 2  # a first prefix asks for twice what a quota tree holds, unless the tree is plain
 
 
 @dataclass(frozen=True)
@@ -69,65 +76,107 @@ class Selection:
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
     gains: tuple[Mapping[str, Fraction], ...] = ()  # per ranked member: what preempting could free for it
+    plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
+    independent: bool = False  # quota trees are independent problems: a cut may differ per tree
 
-    def prefix(self, fill: int = _FILL) -> int:
-        """The shortest prefix of ``ranked`` that covers two estimates of what will be admitted.
+    def prefix(self, grow: int = 1) -> dict[str, int]:
+        """A cut that covers two estimates of what will be admitted: per tree, how many of its
+        ranked candidates (the first ones, in rank order) to solve.
 
         First, Kueue's greedy order on each tree's free quota (ignoring flavors and the limits
-        inside the tree): the prefix reaches the last candidate that order would admit, so that
+        inside the tree): the cut reaches the last candidate that order would admit, so that
         the small candidates which fill what big ones leave are in it. Second, of every tree it
-        asks ``fill`` times what is free, counting only candidates small enough for what is free
-        (a bigger one cannot take any of it), for when the limits inside a tree admit fewer.
+        asks ``grow`` times what is free, and twice that where flavors or the limits inside the
+        tree may admit fewer than the first estimate (all but ``plain`` trees), counting only
+        candidates small enough for what is free (a bigger one cannot take any of it).
         The walk stops once every tree is settled for both, so it costs the prefix, not the backlog.
         Third, it reaches every candidate that might be admitted by preempting, so that no
-        candidate beyond a prefix needs the explanation pass, which does not model preemption.
+        candidate beyond the cut needs the explanation pass, which does not model preemption.
         """
         room = {tree: dict(res) for tree, res in self.capacity.items()}  # what greedy order leaves
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         remaining = dict(self.sizes)
         asking, filling = set(remaining), set(remaining)  # trees still open for either estimate
-        covered = last = 0
-        for i, (tree, needs) in enumerate(self.demand):
+        seen: Counter[str] = Counter()
+        cut: dict[str, int] = {}
+        for tree, needs in self.demand:
             remaining[tree] -= 1
+            seen[tree] += 1
             if tree in asking:
                 free = self.capacity.get(tree, {})
                 if _fits(needs, free):
                     for r, v in needs.items():
                         asked[tree][r] += v
+                fill = grow if tree in self.plain else grow * _FILL
                 if remaining[tree] == 0 or all(asked[tree][r] >= fill * total for r, total in free.items() if total > 0):
                     asking.discard(tree)
-                    covered = i + 1
+                    cut[tree] = seen[tree]
             if tree in filling:
                 left = room.setdefault(tree, {})
                 if _fits(needs, left):
                     for r, v in needs.items():
                         left[r] -= v
-                    last = i + 1
+                    cut[tree] = seen[tree]
                 least = self.least.get(tree, {})
                 if remaining[tree] == 0 or any(left.get(r, Fraction(0)) < v for r, v in least.items()):
                     filling.discard(tree)  # no candidate of the tree fits what greedy order left
             if not asking and not filling:
                 break
         # A candidate that may preempt is admitted on what its own queue frees, whatever the
-        # tree has left: the prefix reaches the last of them.
-        preempting = max((i + 1 for i, ((_, needs), gain) in enumerate(zip(self.demand, self.gains))
-                          if gain and _fits(needs, gain)), default=0)
-        return max(covered, last, preempting)
+        # tree has left: the cut reaches the last of them.
+        seen.clear()
+        for (tree, needs), gain in zip(self.demand, self.gains):
+            seen[tree] += 1
+            if gain and _fits(needs, gain):
+                cut[tree] = max(cut.get(tree, 0), seen[tree])
+        return self._covering(cut)
 
-    def settled(self, admitted: Collection[str], cut: int) -> bool:
-        """Whether no candidate beyond the first ``cut`` could be admitted on top of ``admitted``
-        (the ones of the first ``cut`` the solver admitted): each needs more than its tree's
-        nominal quota then has left. Sufficient, not necessary: the explanation pass decides
-        exactly when this says no."""
+    def grown(self, cut: Mapping[str, int], grow: int) -> dict[str, int]:
+        """A longer cut, for a next round: each tree's share four times longer, and at least
+        :meth:`prefix` asked to ``grow``."""
+        wider = self.prefix(grow)
+        return self._covering({tree: min(size, max(4 * cut.get(tree, 0), wider.get(tree, 0)))
+                               for tree, size in self.sizes.items()})
+
+    def _covering(self, cut: Mapping[str, int]) -> dict[str, int]:
+        """``cut`` itself where quota trees are independent problems; otherwise the shortest
+        prefix of the whole rank order that covers it."""
+        if self.independent:
+            return dict(cut)
+        end = max((i + 1 for i, (inside, _, _, _) in enumerate(self._sides(cut)) if inside), default=0)
+        return dict(Counter(tree for tree, _ in self.demand[:end]))
+
+    def split(self, cut: Mapping[str, int]) -> tuple[list[Workload], list[Workload]]:
+        """The candidates ``cut`` solves and the others, each in rank order."""
+        solved: list[Workload] = []
+        unsolved: list[Workload] = []
+        for inside, w, _, _ in self._sides(cut):
+            (solved if inside else unsolved).append(w)
+        return solved, unsolved
+
+    def settled(self, admitted: Collection[str], cut: Mapping[str, int]) -> bool:
+        """Whether no candidate beyond ``cut`` could be admitted on top of ``admitted`` (the
+        ones the solver admitted): each needs more than its tree's nominal quota then has left.
+        Sufficient, not necessary: the explanation pass decides exactly when this says no."""
         left = {tree: dict(res) for tree, res in self.capacity.items()}
-        for w, (tree, needs) in zip(self.ranked[:cut], self.demand[:cut]):
-            if w.key in admitted:
+        beyond = []
+        for inside, w, tree, needs in self._sides(cut):
+            if not inside:
+                beyond.append((tree, needs))
+            elif w.key in admitted:
                 room = left.setdefault(tree, {})
                 for r, v in needs.items():
                     room[r] = room.get(r, Fraction(0)) - v
         full = {tree for tree, room in left.items()
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
-        return not any(tree not in full and _fits(needs, left.get(tree, {})) for tree, needs in self.demand[cut:])
+        return not any(tree not in full and _fits(needs, left.get(tree, {})) for tree, needs in beyond)
+
+    def _sides(self, cut: Mapping[str, int]) -> Iterator[tuple[bool, Workload, str, Mapping[str, Fraction]]]:
+        """Each ranked candidate, in rank order: whether ``cut`` solves it, its tree and needs."""
+        taken: Counter[str] = Counter()
+        for w, (tree, needs) in zip(self.ranked, self.demand):
+            taken[tree] += 1
+            yield taken[tree] <= cut.get(tree, 0), w, tree, needs
 
 
 def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
@@ -150,8 +199,9 @@ def _requests(ps: PodSetSpec) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted((r, v.numerator, v.denominator) for r, v in ps.requests.items()))
 
 
-def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Fraction]]]:
-    """ClusterQueue -> its quota tree, and tree -> resource -> nominal quota of the whole tree."""
+def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Fraction]], frozenset[str]]:
+    """ClusterQueue -> its quota tree; tree -> resource -> nominal quota of the whole tree; and
+    the plain trees (:func:`_plain`)."""
     parent = {c.name: c.parent for c in snapshot.cohorts.values()}
 
     def root(cohort: str) -> str:
@@ -161,19 +211,32 @@ def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Frac
             cohort = parent[cohort]  # type: ignore[assignment]
         return "cohort/" + cohort
 
-    totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-
-    def add(tree: str, groups: Iterable[ResourceGroup]) -> None:
-        for r, q in _nominal(groups).items():
-            totals[tree][r] += q
-
+    groups: dict[str, list[ResourceGroup]] = defaultdict(list)
     for c in snapshot.cohorts.values():
-        add(root(c.name), c.resource_groups)
+        groups[root(c.name)] += c.resource_groups
     tree_of = {}
     for cq in snapshot.cluster_queues.values():
         tree_of[cq.name] = root(cq.cohort) if cq.cohort else "cq/" + cq.name
-        add(tree_of[cq.name], cq.resource_groups)
-    return tree_of, {tree: dict(res) for tree, res in totals.items()}
+        groups[tree_of[cq.name]] += cq.resource_groups
+    totals = {tree: dict(_nominal(gs)) for tree, gs in groups.items()}
+    return tree_of, totals, frozenset(tree for tree, gs in groups.items() if _plain(gs, totals[tree]))
+
+
+def _plain(groups: Iterable[ResourceGroup], totals: Mapping[str, Fraction]) -> bool:
+    """Whether a tree with these resource groups (of all its nodes) lets any candidate use any
+    of its free quota: one flavor per resource, no lending limits, and no borrowing limit that
+    could bind (a node's own nominal quota plus its limit reach the tree's total). Then Kueue's
+    greedy order on the tree's free quota admits what the solver admits, as far as quota goes."""
+    flavors: dict[str, set[str]] = defaultdict(set)
+    for g in groups:
+        for fq in g.flavors:
+            for r, q in fq.resources.items():
+                flavors[r].add(fq.flavor)
+                if q.lending_limit is not None:
+                    return False
+                if q.borrowing_limit is not None and q.nominal + q.borrowing_limit < totals.get(r, Fraction(0)):
+                    return False
+    return all(len(names) == 1 for names in flavors.values())
 
 
 def _nominal(groups: Iterable[ResourceGroup]) -> dict[str, Fraction]:
@@ -240,7 +303,7 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
         return Selection(built.workloads)
     memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
-    tree_of, totals = _trees(snapshot)
+    tree_of, totals, plain = _trees(snapshot)
     index, changes = memo.follow("selection", built.changes, built.by_key, _Index)
     index.update(changes, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo), tree_of)
     fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
@@ -263,7 +326,8 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(gain(p.cluster_queue, p.workload.priority) for p in kept))
+                     tuple(gain(p.cluster_queue, p.workload.priority) for p in kept), plain,
+                     independent=not policy.user_files)
 
 
 class _Index:

@@ -77,8 +77,8 @@ def test_a_budget_that_stops_the_rounds_says_so(monkeypatch):
     objs = borrowing_blocked()
     real_round = cycle._round
 
-    def one_round_then_out_of_time(snapshot, selection, units, cut, policy, deadline):
-        done = real_round(snapshot, selection, units, cut, policy, deadline)
+    def one_round_then_out_of_time(snapshot, selection, units, cut, policy, deadline, memo):
+        done = real_round(snapshot, selection, units, cut, policy, deadline, memo)
         monkeypatch.setattr(cycle.time, "monotonic", lambda: deadline + 1)
         return done
 
@@ -86,3 +86,50 @@ def test_a_budget_that_stops_the_rounds_says_so(monkeypatch):
     plan = run(objs)
     assert plan.solver.rounds == 1 and plan.solver.budget_exhausted and not plan.solver.optimal
     assert [r.code for r in plan.workload("b/small0").reasons] == ["BudgetExhausted"]
+
+
+def one_full_tree_beside_one_with_room():
+    # Cohort co0 is full: its pending workloads (one shape each, in their own namespaces) cannot
+    # be admitted. Cohort co1 has room for four. In rank order the two cohorts' workloads alternate.
+    full = [cluster_queue("cq-a", {"od": {"cpu": 2}}, cohort="co0"),
+            [workload(f"run{i}", ns="a0", queue="main", minute=0, admitted_in=("cq-a", "od")) for i in range(2)]]
+    for i in range(6):
+        full += [local_queue("cq-a", ns=f"a{i}"), workload(f"a{i}", ns=f"a{i}", minute=2 * i + 1)]
+    room = [cluster_queue("cq-b", {"od": {"cpu": 4}}, cohort="co1"), local_queue("cq-b", ns="b"),
+            [workload(f"b{i}", ns="b", minute=2 * i + 2) for i in range(8)]]
+    return [flavor("od"), full, room]
+
+
+def test_each_quota_tree_solves_only_its_own_share_of_the_candidates(tmp_path):
+    # Quota trees are independent problems under the built-in policy: the full cohort sends one
+    # candidate to the solve, not every one ranked before the other cohort's last admission.
+    objs = one_full_tree_beside_one_with_room()
+    per_tree = run(objs)
+    assert per_tree.solver.candidates == 5 and per_tree.solver.rounds == 1
+    assert [a.workload for a in per_tree.actions if a.kind == "admit"] == ["b/b0", "b/b1", "b/b2", "b/b3"]
+    # A user rule may tie the trees together (here it does not): then the cut is a prefix of
+    # the whole rank order, and the plan is the same.
+    user = tmp_path / "extra.lp"
+    user.write_text("#program decide.\n:- admit(W), workload_priority(W,P), P > 1000000.\n")
+    whole_order = run(objs, policy=[str(user)])
+    assert whole_order.solver.candidates == 8
+    assert comparable(per_tree) == comparable(whole_order)
+
+
+def test_a_tree_whose_free_quota_some_candidates_cannot_use_is_asked_twice_over():
+    # One flavor and no binding limit: greedy order on the tree's free quota is what the solver
+    # admits, so the cut asks for it once. Two flavors (or a lending limit) can leave free quota
+    # unusable, so the cut asks twice what is free.
+    from clueue.engine import Document, build_snapshot, load_policy
+    from clueue.engine.prune import select_candidates
+    from clueue.engine.workloads import build_workloads
+    from tests.builders import flatten
+
+    def cut(flavors):
+        objs = [flavor("od"), flavor("spot"), cluster_queue("cq", flavors), local_queue("cq", ns="n"),
+                [workload(f"w{i}", ns="n", priority=20 - i) for i in range(20)]]  # a shape each
+        snapshot = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(objs))])
+        return select_candidates(snapshot, build_workloads(snapshot), load_policy()).prefix()
+
+    assert cut({"od": {"cpu": 4}}) == {"cq/cq": 4}
+    assert cut({"od": {"cpu": 2}, "spot": {"cpu": 2}}) == {"cq/cq": 8}

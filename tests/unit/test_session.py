@@ -195,3 +195,47 @@ def test_a_cycle_that_fails_midway_leaves_nothing_half_remembered(monkeypatch):
     plan = session.run(second)  # w1 is gone and w3 is there, though the failed cycle saw them first
     assert decided(plan) == decided(run_cycle(second, policy))
     assert sorted(e.name for e in plan.workloads) == ["default/w2", "default/w3"]
+
+
+def test_values_derived_per_object_are_kept_while_asked_for_and_their_inputs_hold():
+    memo = Memo()
+    derived = []
+
+    def derive(obj):
+        derived.append(obj)
+        return len(derived)
+
+    a, b = ["a"], ["b"]
+
+    def values(*objs, depends=1, configuration=1):
+        memo.start(configuration=configuration)
+        table = memo.per_object("t", depends, derive)
+        return [table(o) for o in objs]
+
+    assert values(a, b) == [1, 2]
+    assert values(a, a) == [1, 1]  # kept from the last cycle, and derived once in this one
+    assert values(a) == [1]
+    assert values(b) == [3]  # asked for two cycles ago and not since: derived again
+    assert values(["a"]) == [4]  # an equal, new object is a new object
+    assert values(b, depends=2) == [5]  # what the values also depend on changed: all dropped
+    assert values(b, depends=2, configuration=2) == [6]  # so did the configuration
+
+
+def test_facts_kept_from_a_cycle_before_follow_a_change_of_resource_units():
+    # A workload's facts are kept as text between cycles, in the units of their cycle: when a
+    # new request of 500m CPU halves the unit, the kept workload's request must double.
+    from clueue.engine.compiler import compile_facts
+    from clueue.engine.facts import render_facts
+
+    docs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 4}}), local_queue("cq"), workload("w", cpu=1)]
+    before = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(docs))])
+    half = build_snapshot([Document("h", o) for o in flatten([workload("h", cpu="500m")])]).workloads
+    after = replace(before, workloads={**before.workloads, **half})
+    memo = Memo()
+    for snapshot in (before, after, before):
+        memo.start(snapshot.configuration())
+        built = build_workloads(snapshot, Config(), memo)
+        kept = render_facts(compile_facts(snapshot, built.workloads, memo=memo).lines)
+        assert kept == render_facts(compile_facts(snapshot, build_workloads(snapshot, Config()).workloads).lines)
+    assert 'pod_request("default/w","main","cpu",2).' in render_facts(
+        compile_facts(after, build_workloads(after, Config(), memo).workloads, memo=memo).lines)
