@@ -50,7 +50,8 @@ class _Round:
     proxy: Mapping[str, str]  # ranked candidate -> the workload whose explanation it shares
     stand_in: Mapping[str, str]  # dropped shape member -> the ranked one it shares a decision with
     unsolved: tuple[str, ...]  # ranked candidates beyond the cut, in rank order
-    complete: bool  # no candidate beyond the prefix could have been admitted
+    complete: bool  # no candidate beyond the cut could have been admitted
+    reopen: frozenset[str] = frozenset()  # trees to solve whole next round (preemption may leave them room)
 
     def explainer(self, key: str) -> str:
         """The workload whose explanation ``key`` shares (itself if none)."""
@@ -91,11 +92,16 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
         budget = max(deadline - time.monotonic(), _EXPLAIN_GRACE_SECONDS)
         return compiled, explain(render_facts(compiled.lines), policy, decision, budget=budget)
 
-    # Whether a candidate beyond the prefix might have fit: the quota trees' nominal totals
-    # usually settle it at once; otherwise the explanation pass knows (might_fit/1). (Every
-    # prefix reaches the candidates that might preempt, which that pass does not model.)
-    if selection.settled(decision.assignments, cut):
+    # Whether a candidate beyond the cut might have fit: the quota trees' nominal totals
+    # usually settle it at once; otherwise the explanation pass knows (might_fit/1), unless an
+    # admitted one might have preempted, which that pass does not model: then those trees are
+    # solved whole (growing them by steps would take a round per step).
+    unsettled = selection.unsettled(decision.assignments, cut)
+    if not unsettled:
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
+    reopen = selection.preempts(decision.assignments, unsettled)
+    if reopen:
+        return _Round(decision, explained, proxy, selection.stand_in, unsolved, False, frozenset(reopen))
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
     return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete)
 
@@ -156,7 +162,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         done = _round(snapshot, selection, units, cut, policy, deadline, memo)
         if done.complete or not done.unsolved or time.monotonic() >= deadline:
             break
-        cut = selection.grown(cut, 4 ** rounds)
+        cut = selection.grown(cut, 4 ** rounds, done.reopen)
     t2 = time.monotonic()
     # Stopped by the budget with candidates beyond the cut that might have fit: say so.
     cut_short = frozenset() if done.complete else frozenset(done.unsolved)

@@ -99,7 +99,7 @@ class Selection:
         asking, filling = set(remaining), set(remaining)  # trees still open for either estimate
         seen: Counter[str] = Counter()
         cut: dict[str, int] = {}
-        for tree, needs in self.demand:
+        for i, (tree, needs) in enumerate(self.demand):
             remaining[tree] -= 1
             seen[tree] += 1
             if tree in asking:
@@ -114,8 +114,9 @@ class Selection:
             if tree in filling:
                 left = room.setdefault(tree, {})
                 if _fits(needs, left):
-                    for r, v in needs.items():
-                        left[r] -= v
+                    if not self._may_preempt(i):  # one that may preempt may leave the free quota to others
+                        for r, v in needs.items():
+                            left[r] -= v
                     cut[tree] = seen[tree]
                 least = self.least.get(tree, {})
                 if remaining[tree] == 0 or any(left.get(r, Fraction(0)) < v for r, v in least.items()):
@@ -125,17 +126,23 @@ class Selection:
         # A candidate that may preempt is admitted on what its own queue frees, whatever the
         # tree has left: the cut reaches the last of them.
         seen.clear()
-        for (tree, needs), gain in zip(self.demand, self.gains):
+        for i, (tree, _) in enumerate(self.demand):
             seen[tree] += 1
-            if gain and _fits(needs, gain):
+            if self._may_preempt(i):
                 cut[tree] = max(cut.get(tree, 0), seen[tree])
         return self._covering(cut)
 
-    def grown(self, cut: Mapping[str, int], grow: int) -> dict[str, int]:
+    def _may_preempt(self, i: int) -> bool:
+        """Whether ranked candidate ``i`` might be admitted by preempting: its queue's
+        lower-priority workloads hold some quota (it may take the rest from what its queue
+        has free, which others may then use in this cycle: preemption.lp)."""
+        return bool(self.gains[i])
+
+    def grown(self, cut: Mapping[str, int], grow: int, whole: Collection[str] = ()) -> dict[str, int]:
         """A longer cut, for a next round: each tree's share four times longer, and at least
-        :meth:`prefix` asked to ``grow``."""
+        :meth:`prefix` asked to ``grow``; all of the ``whole`` trees."""
         wider = self.prefix(grow)
-        return self._covering({tree: min(size, max(4 * cut.get(tree, 0), wider.get(tree, 0)))
+        return self._covering({tree: size if tree in whole else min(size, max(4 * cut.get(tree, 0), wider.get(tree, 0)))
                                for tree, size in self.sizes.items()})
 
     def _covering(self, cut: Mapping[str, int]) -> dict[str, int]:
@@ -154,22 +161,31 @@ class Selection:
             (solved if inside else unsolved).append(w)
         return solved, unsolved
 
-    def settled(self, admitted: Collection[str], cut: Mapping[str, int]) -> bool:
-        """Whether no candidate beyond ``cut`` could be admitted on top of ``admitted`` (the
-        ones the solver admitted): each needs more than its tree's nominal quota then has left.
-        Sufficient, not necessary: the explanation pass decides exactly when this says no."""
+    def unsettled(self, admitted: Collection[str], cut: Mapping[str, int]) -> set[str]:
+        """The trees where a candidate beyond ``cut`` might be admitted on top of ``admitted``
+        (the ones the solver admitted): it needs no more than its tree's nominal quota then has
+        left, where an admitted one that might preempt is not counted (by preempting, it would
+        leave the free quota to others). None: the decision is the whole backlog's. Some: the
+        explanation pass decides exactly, unless :meth:`preempts` says it cannot."""
         left = {tree: dict(res) for tree, res in self.capacity.items()}
         beyond = []
-        for inside, w, tree, needs in self._sides(cut):
+        for i, (inside, w, tree, needs) in enumerate(self._sides(cut)):
             if not inside:
                 beyond.append((tree, needs))
-            elif w.key in admitted:
+            elif w.key in admitted and not self._may_preempt(i):
                 room = left.setdefault(tree, {})
                 for r, v in needs.items():
                     room[r] = room.get(r, Fraction(0)) - v
         full = {tree for tree, room in left.items()
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
-        return not any(tree not in full and _fits(needs, left.get(tree, {})) for tree, needs in beyond)
+        return {tree for tree, needs in beyond if tree not in full and _fits(needs, left.get(tree, {}))}
+
+    def preempts(self, admitted: Collection[str], trees: Collection[str]) -> set[str]:
+        """Those of ``trees`` where some of ``admitted`` might have been admitted by preempting.
+        The explanation pass counts each admitted workload's quota as used, so there it cannot
+        tell whether a candidate beyond the cut might fit."""
+        return {tree for i, (w, (tree, _)) in enumerate(zip(self.ranked, self.demand))
+                if tree in trees and w.key in admitted and self._may_preempt(i)}
 
     def _sides(self, cut: Mapping[str, int]) -> Iterator[tuple[bool, Workload, str, Mapping[str, Fraction]]]:
         """Each ranked candidate, in rank order: whether ``cut`` solves it, its tree and needs."""

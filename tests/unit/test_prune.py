@@ -133,3 +133,23 @@ def test_a_tree_whose_free_quota_some_candidates_cannot_use_is_asked_twice_over(
 
     assert cut({"od": {"cpu": 4}}) == {"cq/cq": 4}
     assert cut({"od": {"cpu": 2}, "spot": {"cpu": 2}}) == {"cq/cq": 8}
+
+
+def test_a_workload_that_might_preempt_leaves_the_free_quota_to_later_ones(tmp_path):
+    # hi fits in cq-p's free quota (5 CPU), but admitting it by preempting the two low ones
+    # leaves some of that quota to the lo workloads of cq-o in this cycle (preemption.lp),
+    # which admits more in rank order. A cut that counted hi against the free quota would
+    # stop before them.
+    objs = [flavor("od"),
+            cluster_queue("cq-p", {"od": {"cpu": 7}}, cohort="co", preemption={"withinClusterQueue": "LowerPriority"}),
+            local_queue("cq-p", ns="p"),
+            [workload(f"victim{i}", ns="p", priority=0, minute=0, admitted_in=("cq-p", "od")) for i in range(2)],
+            workload("hi", ns="p", cpu=5, priority=10, minute=1),
+            cluster_queue("cq-o", {"od": {"cpu": 0}}, cohort="co"), local_queue("cq-o", ns="o"),
+            [workload(f"lo{i}", ns="o", priority=1, minute=2 + i) for i in range(8)]]
+    same_ordering = tmp_path / "ordering.lp"
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    assert comparable(pruned) == comparable(unpruned)
+    assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == \
+        [("admit", "o/lo0"), ("admit", "o/lo1"), ("preempt", "p/victim0"), ("preempt", "p/victim1")]
