@@ -21,7 +21,10 @@ tree's free quota, and that asks twice what a tree has free where that estimate 
 (flavors or inner limits can leave free quota unusable); if afterwards no remaining candidate
 could fit on its own on top of that decision (the explanation pass computes this from the
 remaining headroom), the decision is the one the whole backlog would give. Otherwise the
-prefix grows and the cycle solves again.
+prefix grows and the cycle solves again. A candidate that might preempt is not counted against
+the free quota in either estimate: admitted by preempting, it leaves that quota to others in
+the cycle (preemption.lp), which the explanation pass does not model, so a tree where one is
+admitted and the estimate fails is solved whole.
 
 *Trees.* Under the built-in policy alone, quota trees are independent problems: no rule
 relates workloads of two trees, so the best admitted set is the union of each tree's best
