@@ -9,7 +9,8 @@ later one of a shape is considered after every earlier one, and if an earlier on
 later one cannot, with at least as much admitted before it. So the admitted members of a shape
 are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
 fit in what the quota tree of its ClusterQueue has free (the nominal quota of all its nodes, less
-what admitted workloads use; no tree ever uses more than its nominal quota), plus what preempting
+what admitted workloads use, flavor by flavor; no tree admits beyond its nominal quota of a
+flavor, and one held beyond it leaves nothing there), plus what preempting
 within its ClusterQueue could free for it (preemption.lp). Members beyond
 ``bound + 1`` are dropped; the extra one is never admitted and stands for them in the
 explanation.
@@ -21,10 +22,12 @@ tree's free quota, and that asks twice what a tree has free where that estimate 
 (flavors or inner limits can leave free quota unusable); if afterwards no remaining candidate
 could fit on its own on top of that decision (the explanation pass computes this from the
 remaining headroom), the decision is the one the whole backlog would give. Otherwise the
-prefix grows and the cycle solves again. A candidate that might preempt is not counted against
-the free quota in either estimate: admitted by preempting, it leaves that quota to others in
-the cycle (preemption.lp), which the explanation pass does not model, so a tree where one is
-admitted and the estimate fails is solved whole.
+prefix grows and the cycle solves again. A candidate that might preempt counts against the free
+quota only for what its possible victims do not hold: admitted by preempting, it holds nothing
+until they are gone and then all it needs (preemption.lp, quota.lp), so it leaves the rest to
+others in the cycle, which the explanation pass does not model; a tree where one is admitted and
+the estimate fails is solved whole. A candidate that could not fit its queue's nominal quota
+beside the workloads it may not preempt cannot preempt, and counts in full.
 
 *Trees.* Under the built-in policy alone, quota trees are independent problems: no rule
 relates workloads of two trees, so the best admitted set is the union of each tree's best
@@ -78,7 +81,8 @@ class Selection:
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
-    gains: tuple[Mapping[str, Fraction], ...] = ()  # per ranked member: what preempting could free for it
+    gains: tuple[Mapping[str, Fraction], ...] = ()  # per ranked member: what its victims hold (_Gains.freed)
+    queues: tuple[str, ...] = ()  # per ranked member: its ClusterQueue
     plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
     independent: bool = False  # quota trees are independent problems: a cut may differ per tree
 
@@ -102,6 +106,7 @@ class Selection:
         asking, filling = set(remaining), set(remaining)  # trees still open for either estimate
         seen: Counter[str] = Counter()
         cut: dict[str, int] = {}
+        preempting: set[str] = set()  # ClusterQueues where greedy order admitted one that may preempt
         for i, (tree, needs) in enumerate(self.demand):
             remaining[tree] -= 1
             seen[tree] += 1
@@ -116,10 +121,15 @@ class Selection:
                     cut[tree] = seen[tree]
             if tree in filling:
                 left = room.setdefault(tree, {})
-                if _fits(needs, left):
-                    if not self._may_preempt(i):  # one that may preempt may leave the free quota to others
-                        for r, v in needs.items():
+                takes = self._takes(i)
+                if _fits(takes, left):
+                    # A preempting workload must fit in its queue's nominal quota beside what
+                    # else the queue admits, so the next ones of its queue may leave theirs.
+                    if self.queues[i] not in preempting:
+                        for r, v in takes.items():
                             left[r] -= v
+                    if self._may_preempt(i):
+                        preempting.add(self.queues[i])
                     cut[tree] = seen[tree]
                 least = self.least.get(tree, {})
                 if remaining[tree] == 0 or any(left.get(r, Fraction(0)) < v for r, v in least.items()):
@@ -138,8 +148,20 @@ class Selection:
     def _may_preempt(self, i: int) -> bool:
         """Whether ranked candidate ``i`` might be admitted by preempting: its queue's
         lower-priority workloads hold some quota (it may take the rest from what its queue
-        has free, which others may then use in this cycle: preemption.lp)."""
+        has free, which others may then use in this cycle: preemption.lp), and without them
+        the queue's nominal quota has room for it (:meth:`_Gains.freed`)."""
         return bool(self.gains[i])
+
+    def _takes(self, i: int) -> Mapping[str, Fraction]:
+        """The least of its tree's free quota that ranked candidate ``i`` leaves to no one else
+        once admitted: all it needs, or, if it might preempt, what its victims' quota does not
+        cover (preemption.lp: waiting for its victims, it holds nothing now, but once they are
+        gone it holds all it needs, and quota.lp counts that state too)."""
+        needs = self.demand[i][1]
+        if not self._may_preempt(i):
+            return needs
+        freed = self.gains[i]
+        return {r: max(Fraction(0), v - freed.get(r, Fraction(0))) for r, v in needs.items()}
 
     def grown(self, cut: Mapping[str, int], grow: int, whole: Collection[str] = ()) -> dict[str, int]:
         """A longer cut, for a next round: each tree's share four times longer, and at least
@@ -167,10 +189,12 @@ class Selection:
     def unsettled(self, admitted: Collection[str], cut: Mapping[str, int]) -> set[str]:
         """The trees where a candidate beyond ``cut`` might be admitted on top of ``admitted``
         (the ones the solver admitted): it needs no more than its tree's nominal quota then has
-        left, where an admitted one that might preempt is not counted (by preempting, it would
-        leave the free quota to others). None: the decision is the whole backlog's. Some: the
-        explanation pass decides exactly, unless :meth:`preempts` says it cannot."""
+        left, where the admitted ones that might preempt count only what they need beyond what
+        their victims hold (by preempting, they would leave the free quota to others until the
+        victims are gone). None: the decision is the whole backlog's. Some: the explanation
+        pass decides exactly, unless :meth:`preempts` says it cannot."""
         left = {tree: dict(res) for tree, res in self.capacity.items()}
+        net: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         beyond = []
         for i, (inside, w, tree, needs) in enumerate(self._sides(cut)):
             if not inside:
@@ -179,6 +203,16 @@ class Selection:
                 room = left.setdefault(tree, {})
                 for r, v in needs.items():
                     room[r] = room.get(r, Fraction(0)) - v
+            elif w.key in admitted:
+                for r, v in needs.items():
+                    net[tree][r] += v - self.gains[i].get(r, Fraction(0))
+        # Whichever of them preempt, a candidate beyond the cut must fit both now, beside those
+        # that do not, and once the victims are gone, beside all of them: that leaves it at most
+        # what is free less what they need beyond all their victims hold, together.
+        for tree, over in net.items():
+            room = left.setdefault(tree, {})
+            for r, v in over.items():
+                room[r] = room.get(r, Fraction(0)) - max(Fraction(0), v)
         full = {tree for tree, room in left.items()
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
         return {tree for tree, needs in beyond if tree not in full and _fits(needs, left.get(tree, {}))}
@@ -218,9 +252,9 @@ def _requests(ps: PodSetSpec) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted((r, v.numerator, v.denominator) for r, v in ps.requests.items()))
 
 
-def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Fraction]], frozenset[str]]:
-    """ClusterQueue -> its quota tree; tree -> resource -> nominal quota of the whole tree; and
-    the plain trees (:func:`_plain`)."""
+def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[tuple[str, str], Fraction]], frozenset[str]]:
+    """ClusterQueue -> its quota tree; tree -> (flavor, resource) -> nominal quota of the whole
+    tree; and the plain trees (:func:`_plain`)."""
     parent = {c.name: c.parent for c in snapshot.cohorts.values()}
 
     def root(cohort: str) -> str:
@@ -237,8 +271,8 @@ def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[str, Frac
     for cq in snapshot.cluster_queues.values():
         tree_of[cq.name] = root(cq.cohort) if cq.cohort else "cq/" + cq.name
         groups[tree_of[cq.name]] += cq.resource_groups
-    totals = {tree: dict(_nominal(gs)) for tree, gs in groups.items()}
-    return tree_of, totals, frozenset(tree for tree, gs in groups.items() if _plain(gs, totals[tree]))
+    quotas = {tree: _nominal_in(gs) for tree, gs in groups.items()}
+    return tree_of, quotas, frozenset(tree for tree, gs in groups.items() if _plain(gs, _by_resource(quotas[tree])))
 
 
 def _plain(groups: Iterable[ResourceGroup], totals: Mapping[str, Fraction]) -> bool:
@@ -256,25 +290,6 @@ def _plain(groups: Iterable[ResourceGroup], totals: Mapping[str, Fraction]) -> b
                 if q.borrowing_limit is not None and q.nominal + q.borrowing_limit < totals.get(r, Fraction(0)):
                     return False
     return all(len(names) == 1 for names in flavors.values())
-
-
-def _nominal(groups: Iterable[ResourceGroup]) -> dict[str, Fraction]:
-    """Resource -> nominal quota over all flavors of ``groups``."""
-    out: dict[str, Fraction] = defaultdict(Fraction)
-    for g in groups:
-        for fq in g.flavors:
-            for r, q in fq.resources.items():
-                out[r] += q.nominal
-    return out
-
-
-def _held(w: Workload) -> dict[str, Fraction]:
-    """Resource -> what admitted ``w`` holds (its admitted pod counts)."""
-    out: dict[str, Fraction] = defaultdict(Fraction)
-    for ps in w.pod_sets:
-        for r, v in ps.requests.items():
-            out[r] += v * w.admitted_count(ps.name)
-    return out
 
 
 def _needs(w: Workload) -> dict[str, Fraction]:
@@ -322,11 +337,11 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
         return Selection(built.workloads)
     memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
-    tree_of, totals, plain = _trees(snapshot)
+    tree_of, quotas, plain = _trees(snapshot)
     index, changes = memo.follow("selection", built.changes, built.by_key, _Index)
     index.update(changes, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo), tree_of)
     fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
-    free = _free(fixed, queues, tree_of, totals)
+    free = _free(fixed, queues, tree_of, quotas)
     gain = _Gains(snapshot, fixed, queues)
     kept: list[_Pending] = []
     dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
@@ -345,7 +360,8 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(gain(p.cluster_queue, p.workload.priority) for p in kept), plain,
+                     tuple(gain.freed(p.cluster_queue, p.workload.priority, p.needs) for p in kept),
+                     tuple(p.cluster_queue for p in kept), plain,
                      independent=not policy.user_files)
 
 
@@ -425,49 +441,103 @@ def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, di
 
 
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],
-          totals: Mapping[str, Mapping[str, Fraction]]) -> dict[str, dict[str, Fraction]]:
-    """What each tree's nominal quota leaves once admitted workloads are counted."""
-    free = {tree: dict(res) for tree, res in totals.items()}
+          quotas: Mapping[str, Mapping[tuple[str, str], Fraction]]) -> dict[str, dict[str, Fraction]]:
+    """What each tree's nominal quota leaves once admitted workloads are counted, per resource.
+    Counted flavor by flavor: a flavor held beyond its quota (one lowered below its usage)
+    leaves nothing, and takes nothing from the others."""
+    left = {tree: dict(q) for tree, q in quotas.items()}
     for w in fixed:
         tree = tree_of.get(queues.get(f"{w.namespace}/{w.queue}", ""))
-        if w.admission is None or w.finished or tree not in free:
+        if w.admission is None or w.finished or tree not in left:
             continue
-        for r, v in _held(w).items():
-            if r in free[tree]:
-                free[tree][r] = max(Fraction(0), free[tree][r] - v)
-    return free
+        for key, v in _held_in(w).items():
+            if key in left[tree]:
+                left[tree][key] -= v
+    return {tree: _by_resource({key: max(Fraction(0), v) for key, v in q.items()}) for tree, q in left.items()}
+
+
+_ANY = 1 << 62  # a priority above every other: _Gains.victims then counts every admitted workload
 
 
 class _Gains:
     """What preemption within its ClusterQueue could free for a pending workload (preemption.lp):
     the quota its admitted workloads of lower priority hold (of equal priority too, under
-    LowerOrNewerEqualPriority), at most the queue's nominal quota, since a preempting workload
-    must fit in that. Empty where the queue does not preempt."""
+    LowerOrNewerEqualPriority). Empty where the queue does not preempt."""
 
     def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str]) -> None:
         self.policy = {name: cq.within_cluster_queue for name, cq in snapshot.cluster_queues.items()
                        if cq.within_cluster_queue != "Never"}
-        self.nominal = {name: _nominal(snapshot.cluster_queues[name].resource_groups) for name in self.policy}
-        self.held: dict[str, list[tuple[int, Mapping[str, Fraction]]]] = defaultdict(list)
+        self.nominal = {name: _nominal_in(snapshot.cluster_queues[name].resource_groups) for name in self.policy}
+        self.held: dict[str, list[tuple[int, Mapping[tuple[str, str], Fraction]]]] = defaultdict(list)
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
             if w.admission is not None and not w.finished and cq in self.policy:
-                self.held[cq].append((w.priority, _held(w)))
-        self._cache: dict[tuple[str, int], dict[str, Fraction]] = {}
+                self.held[cq].append((w.priority, _held_in(w)))
+        self._victims: dict[tuple[str, int], dict[tuple[str, str], Fraction]] = {}
 
     def __call__(self, cq: str, priority: int) -> dict[str, Fraction]:
-        key = (cq, priority)
-        if key not in self._cache:
-            self._cache[key] = self._gain(cq, priority)
-        return self._cache[key]
+        """What the workload could gain: what its victims hold, at most the queue's nominal
+        quota, since a preempting workload must fit in that."""
+        gain: dict[str, Fraction] = defaultdict(Fraction)
+        for (_, r), v in self.victims(cq, priority).items():
+            gain[r] += v
+        nominal = _by_resource(self.nominal.get(cq, {}))
+        return {r: min(v, nominal.get(r, Fraction(0))) for r, v in gain.items()}
 
-    def _gain(self, cq: str, priority: int) -> dict[str, Fraction]:
-        policy = self.policy.get(cq)
-        if policy is None:
+    def freed(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> dict[str, Fraction]:
+        """What evicting its possible victims would free, all of it, if a workload needing
+        ``needs`` could be admitted by preempting at all; else nothing. It could not if, per
+        resource, its queue's nominal quota less what the other admitted workloads hold there
+        (flavor by flavor) is less than it needs: a preempting workload fits in that."""
+        victims = self.victims(cq, priority)
+        if not victims:
             return {}
-        freed: dict[str, Fraction] = defaultdict(Fraction)
-        for p, uses in self.held[cq]:
-            if p < priority or (p == priority and policy == "LowerOrNewerEqualPriority"):
-                for r, v in uses.items():
-                    freed[r] += v
-        return {r: min(v, self.nominal[cq].get(r, Fraction(0))) for r, v in freed.items() if v}
+        held = self.victims(cq, _ANY)
+        room: dict[str, Fraction] = defaultdict(Fraction)
+        for (f, r), quota in self.nominal[cq].items():
+            room[r] += max(Fraction(0), quota - held.get((f, r), Fraction(0)) + victims.get((f, r), Fraction(0)))
+        if any(v > room[r] for r, v in needs.items()):
+            return {}
+        return _by_resource(victims)
+
+    def victims(self, cq: str, priority: int) -> dict[tuple[str, str], Fraction]:
+        """(flavor, resource) -> what the possible victims of a workload of ``priority`` hold
+        there (with ``_ANY``, what all admitted workloads of the queue hold)."""
+        key = (cq, priority)
+        if key not in self._victims:
+            policy = self.policy.get(cq)
+            held: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+            for p, uses in self.held.get(cq, ()) if policy else ():
+                if p < priority or (p == priority and policy == "LowerOrNewerEqualPriority"):
+                    for k, v in uses.items():
+                        held[k] += v
+            self._victims[key] = {k: v for k, v in held.items() if v}
+        return self._victims[key]
+
+
+def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:
+    """(flavor, resource) -> what admitted ``w`` holds there."""
+    assert w.admission is not None
+    flavors = {a.name: a.flavors for a in w.admission.pod_sets}
+    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for ps in w.pod_sets:
+        for r, v in ps.requests.items():
+            out[(flavors.get(ps.name, {}).get(r, ""), r)] += v * w.admitted_count(ps.name)
+    return out
+
+
+def _nominal_in(groups: Iterable[ResourceGroup]) -> dict[tuple[str, str], Fraction]:
+    """(flavor, resource) -> nominal quota over ``groups``."""
+    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for g in groups:
+        for fq in g.flavors:
+            for r, q in fq.resources.items():
+                out[(fq.flavor, r)] += q.nominal
+    return out
+
+
+def _by_resource(amounts: Mapping[tuple[str, str], Fraction]) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = defaultdict(Fraction)
+    for (_, r), v in amounts.items():
+        out[r] += v
+    return dict(out)

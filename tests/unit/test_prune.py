@@ -153,3 +153,62 @@ def test_a_workload_that_might_preempt_leaves_the_free_quota_to_later_ones(tmp_p
     assert comparable(pruned) == comparable(unpruned)
     assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == \
         [("admit", "o/lo0"), ("admit", "o/lo1"), ("preempt", "p/victim0"), ("preempt", "p/victim1")]
+
+
+def preemptor_beside_borrowers(held_by_peers):
+    # The cohort has 40 CPU; cq-p holds a 5 CPU victim of priority 0 and cq-o holds
+    # ``held_by_peers``. "hi" needs all 20 CPU of cq-p's nominal quota.
+    return [flavor("od"),
+            cluster_queue("cq-p", {"od": {"cpu": 20}}, cohort="co", preemption={"withinClusterQueue": "LowerPriority"}),
+            local_queue("cq-p", ns="p"),
+            workload("victim", ns="p", cpu=5, priority=0, minute=0, admitted_in=("cq-p", "od")),
+            workload("hi", ns="p", cpu=20, priority=10, minute=1),
+            cluster_queue("cq-o", {"od": {"cpu": 20}}, cohort="co"), local_queue("cq-o", ns="o"),
+            [workload(f"held{i}", ns="o", cpu=5, priority=20, minute=0, admitted_in=("cq-o", "od"))
+             for i in range(held_by_peers // 5)],
+            [workload(f"lo{i}", ns="o", cpu=5, priority=1, minute=2 + i) for i in range(8)]]
+
+
+def test_a_workload_that_might_preempt_counts_what_its_victims_do_not_hold(tmp_path):
+    # 20 CPU are free. Admitted by preempting, hi holds nothing until its victim is gone, and
+    # all 20 CPU after: quota.lp counts that state too, so with the victim's 5 CPU back, one
+    # lo fits beside it, not four. The cut reaches that one, and the check after the solve
+    # counts hi for the 15 CPU its victim does not hold: one round settles the cycle.
+    objs = preemptor_beside_borrowers(15)
+    same_ordering = tmp_path / "ordering.lp"
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    assert comparable(pruned) == comparable(unpruned)
+    assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == \
+        [("admit", "o/lo0"), ("preempt", "p/victim")]
+    assert pruned.solver.rounds == 1 and pruned.solver.candidates == 2
+
+
+def test_a_workload_whose_queue_others_fill_does_not_count_as_preempting(tmp_path):
+    # cq-p also holds 15 CPU of priority 20, which hi may not preempt: beside them hi never fits
+    # cq-p's nominal quota, so it cannot be admitted by preempting and takes the 20 free CPU
+    # like any other candidate: the cut stops at it, not at every candidate after it.
+    objs = preemptor_beside_borrowers(0) + \
+        [workload(f"peer{i}", ns="p", cpu=5, priority=20, minute=0, admitted_in=("cq-p", "od")) for i in range(3)]
+    same_ordering = tmp_path / "ordering.lp"
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    assert comparable(pruned) == comparable(unpruned)
+    assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == [("admit", "p/hi")]
+    assert pruned.solver.rounds == 1 and pruned.solver.candidates == 1
+
+
+def test_a_flavor_held_beyond_its_quota_takes_nothing_from_the_others(tmp_path):
+    # od's quota was lowered below what its admitted workloads hold (3 of 2 CPU): nothing new
+    # fits in od, but spot's 2 CPU are still free. Counting the whole queue's quota at once
+    # (4 CPU less 3 held) would keep one workload of the shape and let it stand for the
+    # others, though two are admitted.
+    objs = [flavor("od"), flavor("spot"), cluster_queue("cq", {"od": {"cpu": 2}, "spot": {"cpu": 2}}),
+            local_queue("cq", ns="n"),
+            [workload(f"run{i}", ns="n", priority=9, admitted_in=("cq", "od")) for i in range(3)],
+            [workload(f"w{i}", ns="n", minute=1 + i) for i in range(4)]]
+    same_ordering = tmp_path / "ordering.lp"
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    assert comparable(pruned) == comparable(unpruned)
+    assert [w.name for w in pruned.workloads if w.state == "admitted" and w.name.startswith("n/w")] == ["n/w0", "n/w1"]
