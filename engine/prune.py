@@ -341,8 +341,9 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     index, changes = memo.follow("selection", built.changes, built.by_key, _Index)
     index.update(changes, lambda w: _pending(queues.get(f"{w.namespace}/{w.queue}"), w, memo), tree_of)
     fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
-    free = _free(fixed, queues, tree_of, quotas)
-    gain = _Gains(snapshot, fixed, queues)
+    held = memo.per_object("held", None, _held_in)
+    free = _free(fixed, queues, tree_of, quotas, held)
+    gain = _Gains(snapshot, fixed, queues, held)
     kept: list[_Pending] = []
     dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
     shape: dict[str, int] = {}
@@ -441,16 +442,17 @@ def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, di
 
 
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],
-          quotas: Mapping[str, Mapping[tuple[str, str], Fraction]]) -> dict[str, dict[str, Fraction]]:
+          quotas: Mapping[str, Mapping[tuple[str, str], Fraction]],
+          held: Callable[[Workload], Mapping[tuple[str, str], Fraction]]) -> dict[str, dict[str, Fraction]]:
     """What each tree's nominal quota leaves once admitted workloads are counted, per resource.
     Counted flavor by flavor: a flavor held beyond its quota (one lowered below its usage)
-    leaves nothing, and takes nothing from the others."""
+    leaves nothing, and takes nothing from the others. ``held`` is :func:`_held_in`."""
     left = {tree: dict(q) for tree, q in quotas.items()}
     for w in fixed:
         tree = tree_of.get(queues.get(f"{w.namespace}/{w.queue}", ""))
         if w.admission is None or w.finished or tree not in left:
             continue
-        for key, v in _held_in(w).items():
+        for key, v in held(w).items():
             if key in left[tree]:
                 left[tree][key] -= v
     return {tree: _by_resource({key: max(Fraction(0), v) for key, v in q.items()}) for tree, q in left.items()}
@@ -464,7 +466,8 @@ class _Gains:
     the quota its admitted workloads of lower priority hold (of equal priority too, under
     LowerOrNewerEqualPriority). Empty where the queue does not preempt."""
 
-    def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str]) -> None:
+    def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str],
+                 held: Callable[[Workload], Mapping[tuple[str, str], Fraction]]) -> None:
         self.policy = {name: cq.within_cluster_queue for name, cq in snapshot.cluster_queues.items()
                        if cq.within_cluster_queue != "Never"}
         self.nominal = {name: _nominal_in(snapshot.cluster_queues[name].resource_groups) for name in self.policy}
@@ -472,17 +475,20 @@ class _Gains:
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
             if w.admission is not None and not w.finished and cq in self.policy:
-                self.held[cq].append((w.priority, _held_in(w)))
+                self.held[cq].append((w.priority, held(w)))
         self._victims: dict[tuple[str, int], dict[tuple[str, str], Fraction]] = {}
+        self._room: dict[tuple[str, int], dict[str, Fraction]] = {}
+        self._gain: dict[tuple[str, int], dict[str, Fraction]] = {}
 
     def __call__(self, cq: str, priority: int) -> dict[str, Fraction]:
         """What the workload could gain: what its victims hold, at most the queue's nominal
         quota, since a preempting workload must fit in that."""
-        gain: dict[str, Fraction] = defaultdict(Fraction)
-        for (_, r), v in self.victims(cq, priority).items():
-            gain[r] += v
-        nominal = _by_resource(self.nominal.get(cq, {}))
-        return {r: min(v, nominal.get(r, Fraction(0))) for r, v in gain.items()}
+        key = (cq, priority)
+        if key not in self._gain:
+            nominal = _by_resource(self.nominal.get(cq, {}))
+            self._gain[key] = {r: min(v, nominal.get(r, Fraction(0)))
+                               for r, v in _by_resource(self.victims(cq, priority)).items()}
+        return self._gain[key]
 
     def freed(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> dict[str, Fraction]:
         """What evicting its possible victims would free, all of it, if a workload needing
@@ -492,11 +498,13 @@ class _Gains:
         victims = self.victims(cq, priority)
         if not victims:
             return {}
-        held = self.victims(cq, _ANY)
-        room: dict[str, Fraction] = defaultdict(Fraction)
-        for (f, r), quota in self.nominal[cq].items():
-            room[r] += max(Fraction(0), quota - held.get((f, r), Fraction(0)) + victims.get((f, r), Fraction(0)))
-        if any(v > room[r] for r, v in needs.items()):
+        room = self._room.get((cq, priority))
+        if room is None:
+            held = self.victims(cq, _ANY)
+            room = self._room[(cq, priority)] = _by_resource({
+                key: max(Fraction(0), quota - held.get(key, Fraction(0)) + victims.get(key, Fraction(0)))
+                for key, quota in self.nominal[cq].items()})
+        if any(v > room.get(r, Fraction(0)) for r, v in needs.items()):
             return {}
         return _by_resource(victims)
 
