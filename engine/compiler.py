@@ -133,15 +133,14 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
 
     ``units`` fixes the resource units, so that facts compiled for different subsets of the
     workloads speak the same integers; by default they are computed from ``workloads``. A
-    ``memo`` keeps each workload's own facts, as text, for the next compilation that meets the
-    same workload object with the same units (a controller's cycles meet most of them again).
+    ``memo`` keeps each workload's and ClusterQueue's own facts, as text, for the next
+    compilation that meets the same object with the same units (a controller's cycles meet
+    most of them again).
     """
     live = sorted((w for w in workloads if not w.finished), key=lambda w: w.key)
     units = dict(units) if units is not None else resource_units(snapshot, live)
+    kept = memo or Memo(remember=False)
     out = _Facts()
-
-    def down(resource: str, value: Fraction) -> int:  # quotas: round down, never over-commit
-        return floor(value / units[resource])
 
     for r, unit in units.items():
         out.add("resource_unit", r, format_quantity(unit))
@@ -153,26 +152,19 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
             if t.effect != "PreferNoSchedule":
                 out.add("flavor_taint", f.name, t.key, t.value, t.effect)
 
-    def quota_facts(node: Node, groups: tuple[ResourceGroup, ...]) -> None:
-        for g in groups:
-            for fq in g.flavors:
-                for r in g.covered:
-                    q = fq.resources.get(r)
-                    out.add("quota", node, fq.flavor, r, down(r, q.nominal) if q else 0)
-                    if q and q.borrowing_limit is not None:
-                        out.add("borrowing_limit", node, fq.flavor, r, down(r, q.borrowing_limit))
-                    if q and q.lending_limit is not None:
-                        out.add("lending_limit", node, fq.flavor, r, down(r, q.lending_limit))
-
     for name, parent in _tree(snapshot).items():
         out.add("cohort", name)
         if parent:
             out.add("queue_parent", Node("cohort", name), Node("cohort", parent))
     for c in snapshot.cohorts.values():
-        quota_facts(Node("cohort", c.name), c.resource_groups)
+        _quota_facts(out, Node("cohort", c.name), c.resource_groups, units)
 
+    # A ClusterQueue's facts, like a workload's, are kept for the next compilation that meets
+    # the same object: a cycle compiles once per round and again for the explanation.
+    unit_key = tuple(sorted(units.items()))
+    queue_facts = kept.per_object("cq_facts", unit_key, functools.partial(_cluster_queue_facts, units))
     for cq in snapshot.cluster_queues.values():
-        _cluster_queue_facts(out, cq, quota_facts)
+        out.extend(queue_facts(cq))
     # A namespace matters to a ClusterQueue only through a LocalQueue of that namespace pointing
     # to it, so only those pairs are checked (not every ClusterQueue against every namespace).
     queued = {(w.namespace, w.queue) for w in live}
@@ -185,8 +177,7 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
             out.add("cq_namespace", cq, ns)
 
     # The workload's own facts do not depend on the other workloads; its tie-break does.
-    own = (memo or Memo(remember=False)).per_object("facts", tuple(sorted(units.items())),
-                                                    functools.partial(_own_facts, units))
+    own = kept.per_object("facts", unit_key, functools.partial(_own_facts, units))
     for position, w in enumerate(live):
         out.extend(own(w))
         out.add("workload_tiebreak", w.key, position)
@@ -194,7 +185,24 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     return Compiled(dict(out.lines), units)
 
 
-def _cluster_queue_facts(out: _Facts, cq: ClusterQueue, quota_facts) -> None:  # type: ignore[no-untyped-def]
+def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], units: Mapping[str, Fraction]) -> None:
+    def down(resource: str, value: Fraction) -> int:  # quotas: round down, never over-commit
+        return floor(value / units[resource])
+
+    for g in groups:
+        for fq in g.flavors:
+            for r in g.covered:
+                q = fq.resources.get(r)
+                out.add("quota", node, fq.flavor, r, down(r, q.nominal) if q else 0)
+                if q and q.borrowing_limit is not None:
+                    out.add("borrowing_limit", node, fq.flavor, r, down(r, q.borrowing_limit))
+                if q and q.lending_limit is not None:
+                    out.add("lending_limit", node, fq.flavor, r, down(r, q.lending_limit))
+
+
+def _cluster_queue_facts(units: Mapping[str, Fraction], cq: ClusterQueue) -> tuple[tuple[str, str], ...]:
+    """The facts of ``cq`` (and the units), as (predicate, text) pairs."""
+    out = _Facts()
     out.add("cluster_queue", cq.name)
     if cq.stopped:
         out.add("cq_stopped", cq.name)
@@ -211,7 +219,8 @@ def _cluster_queue_facts(out: _Facts, cq: ClusterQueue, quota_facts) -> None:  #
             out.add("cq_resource", cq.name, gi, r)
         for pos, fq in enumerate(g.flavors):
             out.add("cq_flavor", cq.name, gi, fq.flavor, pos)
-    quota_facts(node, cq.resource_groups)
+    _quota_facts(out, node, cq.resource_groups, units)
+    return out.pairs()
 
 
 def _eviction_order(out: _Facts, live: Sequence[Workload]) -> None:
