@@ -347,10 +347,12 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     kept: list[_Pending] = []
     dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
     shape: dict[str, int] = {}
+    freed: dict[int, Mapping[str, Fraction]] = {}  # shape -> what its members' victims hold (_Gains.freed)
     sizes: Counter[str] = Counter()
     for number, members in index.shapes.items():
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
+        freed[number] = gain.freed(head.cluster_queue, head.workload.priority, head.needs)
         limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload.priority))) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
@@ -361,7 +363,7 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(gain.freed(p.cluster_queue, p.workload.priority, p.needs) for p in kept),
+                     tuple(freed[p.shape] for p in kept),
                      tuple(p.cluster_queue for p in kept), plain,
                      independent=not policy.user_files)
 

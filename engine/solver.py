@@ -69,17 +69,26 @@ class _Strings(dict):
         return text
 
 
-_DECODERS = (_Strings(), _Values())
-_DECODED_AT_MOST = 1 << 17  # symbols remembered, across cycles
+class _FactSymbols(dict):
+    """Memo of the symbol of a fact, by its text ``pred(args).``"""
+
+    def __missing__(self, text: str) -> clingo.Symbol:
+        symbol = self[text] = clingo.parse_term(text.rstrip().removesuffix("."))
+        return symbol
 
 
-def _decoders() -> tuple[_Strings, _Values]:
-    """The decoders of symbols, shared by all cycles: clingo keeps symbols for the whole process,
-    and a controller meets the same names in cycle after cycle. Emptied when they grow large."""
-    if len(_DECODERS[0]) + len(_DECODERS[1]) > _DECODED_AT_MOST:
-        for memo in _DECODERS:
+_MEMOS = (_Strings(), _Values(), _FactSymbols())
+_REMEMBERED_AT_MOST = 1 << 17  # symbols and facts remembered, across cycles
+
+
+def _memos() -> tuple[_Strings, _Values, _FactSymbols]:
+    """The decoders of symbols and the symbols of facts, shared by all cycles: clingo keeps
+    symbols for the whole process, and a controller meets the same names and facts in cycle
+    after cycle. Emptied when they grow large."""
+    if sum(map(len, _MEMOS)) > _REMEMBERED_AT_MOST:
+        for memo in _MEMOS:
             memo.clear()
-    return _DECODERS
+    return _MEMOS
 
 
 @dataclass(frozen=True)
@@ -141,12 +150,22 @@ def _control(arguments: Sequence[str], messages: _Messages) -> clingo.Control:
 
 
 def _load(ctl: clingo.Control, facts: str, policy: Policy) -> None:
+    """Give ``ctl`` the policy and the facts (one ``pred(args).`` per line).
+
+    The facts go in through the backend, as ground atoms: clingo's parser costs a few
+    microseconds per statement, and a controller's cycles meet mostly the same facts, whose
+    symbols are kept (:func:`_memos`). The grounder treats them as facts all the same.
+    """
     ctl.add("base", [], defined_directives())
-    ctl.add("base", [], facts)
     with _ast.ProgramBuilder(ctl) as builder:
         for f in policy.files:
             for statement in _parsed(f):
                 builder.add(statement)
+    symbols = _memos()[2]
+    with ctl.backend() as backend:
+        for text in facts.splitlines():
+            if text:
+                backend.add_rule([backend.add_atom(symbols[text])])
 
 
 @functools.lru_cache(maxsize=64)
@@ -302,7 +321,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     _ground(ctl, [("base", []), ("decide", [])], messages)
     grounded = time.monotonic()
 
-    strings, values = _decoders()
+    strings, values, _ = _memos()
     keys = {strings[w]: key for w, key in _arguments(ctl, "rank_key", 2)}
     candidates = [strings[w] for w, in _arguments(ctl, "candidate", 1)]
     missing = [w for w in candidates if w not in keys]
@@ -484,7 +503,7 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
         found["atoms"] = [s for s in model.symbols(atoms=True) if s in explained]  # in the model's order
 
     _solve(ctl, time.monotonic() + budget, on_model=on_model)
-    strings, values = _decoders()
+    strings, values, _ = _memos()
     reasons: dict[str, list[Any]] = {}
     roots: dict[str, Any] = {}
     queues: dict[str, str] = {}

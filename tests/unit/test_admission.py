@@ -161,6 +161,16 @@ def test_ungate_sets_the_node_selector_of_the_chosen_flavor():
     assert any(a["kind"] == "admit" and a["target"] == "default/pod-p" for a in actions)
 
 
+def test_names_with_quotes_and_backslashes_reach_the_plan_unchanged():
+    # Names travel to the solver as ASP strings and back; escapes must survive both ways.
+    name = 'odd "quoted" \\ flavör'
+    plan = run([flavor(name, labels={"zone": 'x"y\\z'}), cluster_queue("cq", {name: {"cpu": 2}}), local_queue("cq")],
+               pod("p", cpu=1))
+    assert flavors(plan, "default/pod-p") == {"main": {"cpu": name}}
+    ungate = next(a for a in plan.actions if a.kind == "ungate")
+    assert ungate.details["nodeSelector"] == {"zone": 'x"y\\z'}
+
+
 def test_namespace_selector():
     objs = [namespace("ok", team="yes"), namespace("no", team="no"), flavor("default"),
             cluster_queue("cq", {"default": {"cpu": 4}}, selector={"matchLabels": {"team": "yes"}}),
