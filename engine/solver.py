@@ -149,8 +149,14 @@ def _control(arguments: Sequence[str], messages: _Messages) -> clingo.Control:
     return clingo.Control(["--warn=none", "--seed=0", *arguments], logger=messages, message_limit=50)
 
 
-def _load(ctl: clingo.Control, facts: str, policy: Policy) -> None:
-    """Give ``ctl`` the policy and the facts (one ``pred(args).`` per line).
+# The parts each pass grounds (policy.PARTS): base with decide, or base with explain.
+_DECIDE = ("base", "decide")
+_EXPLAIN = ("base", "explain")
+
+
+def _load(ctl: clingo.Control, facts: str, policy: Policy, parts: tuple[str, ...]) -> None:
+    """Give ``ctl`` the policy's statements of ``parts`` and the facts (one ``pred(args).``
+    per line).
 
     The facts go in through the backend, as ground atoms: clingo's parser costs a few
     microseconds per statement, and a controller's cycles meet mostly the same facts, whose
@@ -159,7 +165,7 @@ def _load(ctl: clingo.Control, facts: str, policy: Policy) -> None:
     ctl.add("base", [], defined_directives())
     with _ast.ProgramBuilder(ctl) as builder:
         for f in policy.files:
-            for statement in _parsed(f):
+            for statement in _statements_in(f, parts):
                 builder.add(statement)
     symbols = _memos()[2]
     with ctl.backend() as backend:
@@ -181,6 +187,21 @@ def _parsed(f: PolicyFile) -> tuple[Any, ...]:
     if statements is None:
         raise PolicyError("; ".join(text.strip() for _, text in errors) or f"{f.path}: syntax error")
     return tuple(s for s in statements if s.ast_type != _ast.ASTType.Comment)
+
+
+@functools.lru_cache(maxsize=64)
+def _statements_in(f: PolicyFile, parts: tuple[str, ...]) -> tuple[Any, ...]:
+    """The statements of ``f`` in ``parts``, with the ``#program`` directives that place them:
+    clingo pays for every statement added, grounded or not."""
+    out: list[Any] = []
+    part = "base"
+    for statement in _parsed(f):
+        if statement.ast_type == _ast.ASTType.Program:
+            part = statement.name
+            out.append(statement)
+        elif part in parts:
+            out.append(statement)
+    return tuple(out)
 
 
 def _relocate(node: Any, path: str) -> Any:
@@ -317,8 +338,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     deadline = start + budget
     messages = _Messages()
     ctl = _control(["--heuristic=Domain", "--opt-mode=ignore", "--models=1"], messages)
-    _load(ctl, facts, policy)
-    _ground(ctl, [("base", []), ("decide", [])], messages)
+    _load(ctl, facts, policy, _DECIDE)
+    _ground(ctl, [(part, []) for part in _DECIDE], messages)
     grounded = time.monotonic()
 
     strings, values, _ = _memos()
@@ -494,8 +515,8 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
     for w, choices in decision.choices.items():
         decided.append(f"admit({value_text(w)}).")
         decided += [f"choose({value_text(w)},{value_text(ps)},{g},{value_text(f)})." for ps, g, f in choices]
-    _load(ctl, facts + "\n".join(decided) + "\n", policy)
-    _ground(ctl, [("base", []), ("explain", [])], messages)
+    _load(ctl, facts + "\n".join(decided) + "\n", policy, _EXPLAIN)
+    _ground(ctl, [(part, []) for part in _EXPLAIN], messages)
     explained = _named_atoms(ctl, _EXPLAINED)  # the ground atoms to keep from the model -> their name
     found: dict[str, Any] = {}
 
@@ -535,7 +556,7 @@ _EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group"}
 # values; clingo's messages keep their text, with the real file of each location.
 # =================================================================================================
 
-from .policy import ENGINE_PREDICATES, PARTS  # noqa: E402
+from .policy import ENGINE_PREDICATES  # noqa: E402
 
 __all__ += ["AtomUse", "PartHeader", "FileOutline", "PolicyOutline", "outline_policy", "probe_grounding"]
 
@@ -705,8 +726,8 @@ def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], Non
     ctl = _control([], messages)
     builtin = Policy(tuple(f for f in policy.files if f.builtin))
     progress("<builtin>")
-    _load(ctl, facts, builtin)
-    _ground(ctl, [("base", []), ("decide", [])], messages)
+    _load(ctl, facts, builtin, _DECIDE)
+    _ground(ctl, [(part, []) for part in _DECIDE], messages)
     step = 0
     for f in policy.user_files:
         part = "base"
@@ -714,7 +735,7 @@ def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], Non
             if s.ast_type == _ast.ASTType.Program:
                 part = s.name
                 continue
-            if part not in PARTS[:2]:
+            if part not in _DECIDE:
                 continue
             step += 1
             name = f"clueue_probe_{step}"
