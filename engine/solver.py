@@ -730,12 +730,8 @@ def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], Non
     _ground(ctl, [(part, []) for part in _DECIDE], messages)
     step = 0
     for f in policy.user_files:
-        part = "base"
-        for s in _parsed(f):  # the statements the cycle grounded
+        for s in _statements_in(f, _DECIDE):  # the statements the cycle grounded
             if s.ast_type == _ast.ASTType.Program:
-                part = s.name
-                continue
-            if part not in _DECIDE:
                 continue
             step += 1
             name = f"clueue_probe_{step}"
