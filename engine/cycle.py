@@ -96,10 +96,10 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
     # usually settle it at once; otherwise the explanation pass knows (might_fit/1), unless an
     # admitted one might have preempted, which that pass does not model: then those trees are
     # solved whole (growing them by steps would take a round per step).
-    unsettled = selection.unsettled(decision.assignments, cut)
+    unsettled = selection.unsettled(decision.assignments, decision.preempting, cut)
     if not unsettled:
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
-    reopen = selection.preempts(decision.assignments, unsettled)
+    reopen = selection.preempts(decision.assignments, decision.preempting, unsettled)
     if reopen:
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, False, frozenset(reopen))
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit

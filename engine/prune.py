@@ -106,7 +106,6 @@ class Selection:
         asking, filling = set(remaining), set(remaining)  # trees still open for either estimate
         seen: Counter[str] = Counter()
         cut: dict[str, int] = {}
-        preempting: set[str] = set()  # ClusterQueues where greedy order admitted one that may preempt
         for i, (tree, needs) in enumerate(self.demand):
             remaining[tree] -= 1
             seen[tree] += 1
@@ -121,15 +120,11 @@ class Selection:
                     cut[tree] = seen[tree]
             if tree in filling:
                 left = room.setdefault(tree, {})
-                takes = self._takes(i)
+                # One that fits does not preempt (preemption.lp): it takes all it needs.
+                takes = needs if _fits(needs, left) else self._takes(i)
                 if _fits(takes, left):
-                    # A preempting workload must fit in its queue's nominal quota beside what
-                    # else the queue admits, so the next ones of its queue may leave theirs.
-                    if self.queues[i] not in preempting:
-                        for r, v in takes.items():
-                            left[r] -= v
-                    if self._may_preempt(i):
-                        preempting.add(self.queues[i])
+                    for r, v in takes.items():
+                        left[r] -= v
                     cut[tree] = seen[tree]
                 least = self.least.get(tree, {})
                 if remaining[tree] == 0 or any(left.get(r, Fraction(0)) < v for r, v in least.items()):
@@ -148,8 +143,8 @@ class Selection:
     def _may_preempt(self, i: int) -> bool:
         """Whether ranked candidate ``i`` might be admitted by preempting: its queue's
         lower-priority workloads hold some quota (it may take the rest from what its queue
-        has free, which others may then use in this cycle: preemption.lp), and without them
-        the queue's nominal quota has room for it (:meth:`_Gains.freed`)."""
+        has free, which others may then use in this cycle: preemption.lp), and it asks no more
+        than the queue's nominal quota (:meth:`_Gains.freed`)."""
         return bool(self.gains[i])
 
     def _takes(self, i: int) -> Mapping[str, Fraction]:
@@ -186,10 +181,11 @@ class Selection:
             (solved if inside else unsolved).append(w)
         return solved, unsolved
 
-    def unsettled(self, admitted: Collection[str], cut: Mapping[str, int]) -> set[str]:
+    def unsettled(self, admitted: Collection[str], preempting: Collection[str], cut: Mapping[str, int]) -> set[str]:
         """The trees where a candidate beyond ``cut`` might be admitted on top of ``admitted``
-        (the ones the solver admitted): it needs no more than its tree's nominal quota then has
-        left, where the admitted ones that might preempt count only what they need beyond what
+        (the ones the solver admitted, ``preempting`` those of them it admitted by preempting):
+        it needs no more than its tree's nominal quota then has left, where the admitted ones
+        that might have preempted (:meth:`_preempted`) count only what they need beyond what
         their victims hold (by preempting, they would leave the free quota to others until the
         victims are gone). None: the decision is the whole backlog's. Some: the explanation
         pass decides exactly, unless :meth:`preempts` says it cannot."""
@@ -199,7 +195,7 @@ class Selection:
         for i, (inside, w, tree, needs) in enumerate(self._sides(cut)):
             if not inside:
                 beyond.append((tree, needs))
-            elif w.key in admitted and not self._may_preempt(i):
+            elif w.key in admitted and not self._preempted(i, tree, w.key, preempting):
                 room = left.setdefault(tree, {})
                 for r, v in needs.items():
                     room[r] = room.get(r, Fraction(0)) - v
@@ -217,12 +213,20 @@ class Selection:
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
         return {tree for tree, needs in beyond if tree not in full and _fits(needs, left.get(tree, {}))}
 
-    def preempts(self, admitted: Collection[str], trees: Collection[str]) -> set[str]:
-        """Those of ``trees`` where some of ``admitted`` might have been admitted by preempting.
-        The explanation pass counts each admitted workload's quota as used, so there it cannot
-        tell whether a candidate beyond the cut might fit."""
+    def preempts(self, admitted: Collection[str], preempting: Collection[str], trees: Collection[str]) -> set[str]:
+        """Those of ``trees`` where some of ``admitted`` might have been admitted by preempting
+        (:meth:`_preempted`). The explanation pass counts each admitted workload's quota as
+        used, so there it cannot tell whether a candidate beyond the cut might fit."""
         return {tree for i, (w, (tree, _)) in enumerate(zip(self.ranked, self.demand))
-                if tree in trees and w.key in admitted and self._may_preempt(i)}
+                if tree in trees and w.key in admitted and self._preempted(i, tree, w.key, preempting)}
+
+    def _preempted(self, i: int, tree: str, key: str, preempting: Collection[str]) -> bool:
+        """Whether admitted candidate ``i`` might have been admitted by preempting in some plan
+        that admits what this one does. In a plain tree the plan's own word holds: a workload
+        preempts only when it does not fit beside what is admitted ahead of it (preemption.lp),
+        so, from the first in rank order on, who preempts follows from who is admitted. In
+        other trees the choice of flavors can change that, and every one that might counts."""
+        return self._may_preempt(i) and (tree not in self.plain or key in preempting)
 
     def _sides(self, cut: Mapping[str, int]) -> Iterator[tuple[bool, Workload, str, Mapping[str, Fraction]]]:
         """Each ranked candidate, in rank order: whether ``cut`` solves it, its tree and needs."""
@@ -460,9 +464,6 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
     return {tree: _by_resource({key: max(Fraction(0), v) for key, v in q.items()}) for tree, q in left.items()}
 
 
-_ANY = 1 << 62  # a priority above every other: _Gains.victims then counts every admitted workload
-
-
 class _Gains:
     """What preemption within its ClusterQueue could free for a pending workload (preemption.lp):
     the quota its admitted workloads of lower priority hold (of equal priority too, under
@@ -472,57 +473,39 @@ class _Gains:
                  held: Callable[[Workload], Mapping[tuple[str, str], Fraction]]) -> None:
         self.policy = {name: cq.within_cluster_queue for name, cq in snapshot.cluster_queues.items()
                        if cq.within_cluster_queue != "Never"}
-        self.nominal = {name: _nominal_in(snapshot.cluster_queues[name].resource_groups) for name in self.policy}
+        self.nominal = {name: _by_resource(_nominal_in(snapshot.cluster_queues[name].resource_groups))
+                        for name in self.policy}  # per resource, all flavors together
         self.held: dict[str, list[tuple[int, Mapping[tuple[str, str], Fraction]]]] = defaultdict(list)
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
             if w.admission is not None and not w.finished and cq in self.policy:
                 self.held[cq].append((w.priority, held(w)))
-        self._victims: dict[tuple[str, int], dict[tuple[str, str], Fraction]] = {}
-        self._room: dict[tuple[str, int], dict[str, Fraction]] = {}
         self._gain: dict[tuple[str, int], dict[str, Fraction]] = {}
 
     def __call__(self, cq: str, priority: int) -> dict[str, Fraction]:
-        """What the workload could gain: what its victims hold, at most the queue's nominal
-        quota, since a preempting workload must fit in that."""
+        """What a workload of ``priority`` could gain, per resource: what its possible victims
+        hold."""
         key = (cq, priority)
         if key not in self._gain:
-            nominal = _by_resource(self.nominal.get(cq, {}))
-            self._gain[key] = {r: min(v, nominal.get(r, Fraction(0)))
-                               for r, v in _by_resource(self.victims(cq, priority)).items()}
-        return self._gain[key]
-
-    def freed(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> dict[str, Fraction]:
-        """What evicting its possible victims would free, all of it, if a workload needing
-        ``needs`` could be admitted by preempting at all; else nothing. It could not if, per
-        resource, its queue's nominal quota less what the other admitted workloads hold there
-        (flavor by flavor) is less than it needs: a preempting workload fits in that."""
-        victims = self.victims(cq, priority)
-        if not victims:
-            return {}
-        room = self._room.get((cq, priority))
-        if room is None:
-            held = self.victims(cq, _ANY)
-            room = self._room[(cq, priority)] = _by_resource({
-                key: max(Fraction(0), quota - held.get(key, Fraction(0)) + victims.get(key, Fraction(0)))
-                for key, quota in self.nominal[cq].items()})
-        if any(v > room.get(r, Fraction(0)) for r, v in needs.items()):
-            return {}
-        return _by_resource(victims)
-
-    def victims(self, cq: str, priority: int) -> dict[tuple[str, str], Fraction]:
-        """(flavor, resource) -> what the possible victims of a workload of ``priority`` hold
-        there (with ``_ANY``, what all admitted workloads of the queue hold)."""
-        key = (cq, priority)
-        if key not in self._victims:
             policy = self.policy.get(cq)
             held: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
             for p, uses in self.held.get(cq, ()) if policy else ():
                 if p < priority or (p == priority and policy == "LowerOrNewerEqualPriority"):
                     for k, v in uses.items():
                         held[k] += v
-            self._victims[key] = {k: v for k, v in held.items() if v}
-        return self._victims[key]
+            self._gain[key] = {r: v for r, v in _by_resource(held).items() if v}
+        return self._gain[key]
+
+    def freed(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
+        """What evicting its possible victims would free, all of it, if a workload needing
+        ``needs`` could be admitted by preempting at all; else nothing. It could not if it
+        needs more of a resource than its queue's nominal quota of all flavors together: a
+        preempting workload asks no more than the nominal quota of each flavor it uses."""
+        gain = self(cq, priority)
+        nominal = self.nominal.get(cq, {})
+        if not gain or any(v > nominal.get(r, Fraction(0)) for r, v in needs.items()):
+            return {}
+        return gain
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:

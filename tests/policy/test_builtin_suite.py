@@ -24,7 +24,8 @@ def test_the_suite_covers_every_rule_group_and_ships_with_the_package():
     for topic in ("namespace selector", "missing flavor", "taint", "node selector", "borrowingLimit",
                   "lendingLimit", "hierarchical cohorts", "BestEffortFIFO", "StrictFIFO", "priority",
                   "whole or not at all", "flavors are tried in order", "TryNextFlavor", "preempts",
-                  "LowerOrNewerEqualPriority", "borrow does not preempt"):
+                  "LowerOrNewerEqualPriority", "does not preempt, though it could borrow",
+                  "fits does not preempt", "may borrow"):
         assert topic in titles, topic
 
 

@@ -135,67 +135,53 @@ def test_a_tree_whose_free_quota_some_candidates_cannot_use_is_asked_twice_over(
     assert cut({"od": {"cpu": 2}, "spot": {"cpu": 2}}) == {"cq/cq": 8}
 
 
-def test_a_workload_that_might_preempt_leaves_the_free_quota_to_later_ones(tmp_path):
-    # hi fits in cq-p's free quota (5 CPU), but admitting it by preempting the two low ones
-    # leaves some of that quota to the lo workloads of cq-o in this cycle (preemption.lp),
-    # which admits more in rank order. A cut that counted hi against the free quota would
-    # stop before them.
-    objs = [flavor("od"),
-            cluster_queue("cq-p", {"od": {"cpu": 7}}, cohort="co", preemption={"withinClusterQueue": "LowerPriority"}),
-            local_queue("cq-p", ns="p"),
-            [workload(f"victim{i}", ns="p", priority=0, minute=0, admitted_in=("cq-p", "od")) for i in range(2)],
-            workload("hi", ns="p", cpu=5, priority=10, minute=1),
-            cluster_queue("cq-o", {"od": {"cpu": 0}}, cohort="co"), local_queue("cq-o", ns="o"),
-            [workload(f"lo{i}", ns="o", priority=1, minute=2 + i) for i in range(8)]]
+def same_as_unpruned(objs, tmp_path):
+    """The plan with candidates left out, after checking it equals the plan without."""
     same_ordering = tmp_path / "ordering.lp"
     same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
     pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
     assert comparable(pruned) == comparable(unpruned)
-    assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == \
-        [("admit", "o/lo0"), ("admit", "o/lo1"), ("preempt", "p/victim0"), ("preempt", "p/victim1")]
+    return pruned
 
 
-def preemptor_beside_borrowers(held_by_peers):
-    # The cohort has 40 CPU; cq-p holds a 5 CPU victim of priority 0 and cq-o holds
-    # ``held_by_peers``. "hi" needs all 20 CPU of cq-p's nominal quota.
+def preemptor_beside_borrowers(victims, held_by_peers, hi_cpu):
+    # The cohort has 40 CPU; cq-p holds ``victims`` (CPU each, priority 0), cq-o holds
+    # ``held_by_peers`` CPU of priority 20, and "hi" asks ``hi_cpu`` of cq-p. Eight lo of 5 CPU
+    # wait in cq-o, ranked after hi.
     return [flavor("od"),
             cluster_queue("cq-p", {"od": {"cpu": 20}}, cohort="co", preemption={"withinClusterQueue": "LowerPriority"}),
             local_queue("cq-p", ns="p"),
-            workload("victim", ns="p", cpu=5, priority=0, minute=0, admitted_in=("cq-p", "od")),
-            workload("hi", ns="p", cpu=20, priority=10, minute=1),
+            [workload(f"victim{i}", ns="p", cpu=cpu, priority=0, minute=i, admitted_in=("cq-p", "od"))
+             for i, cpu in enumerate(victims)],
+            workload("hi", ns="p", cpu=hi_cpu, priority=10, minute=10),
             cluster_queue("cq-o", {"od": {"cpu": 20}}, cohort="co"), local_queue("cq-o", ns="o"),
             [workload(f"held{i}", ns="o", cpu=5, priority=20, minute=0, admitted_in=("cq-o", "od"))
              for i in range(held_by_peers // 5)],
-            [workload(f"lo{i}", ns="o", cpu=5, priority=1, minute=2 + i) for i in range(8)]]
+            [workload(f"lo{i}", ns="o", cpu=5, priority=1, minute=11 + i) for i in range(8)]]
+
+
+def admitted_and_preempted(plan):
+    return [(a.kind, a.workload) for a in plan.actions if a.kind in ("admit", "preempt")]
+
+
+def test_a_workload_that_fits_does_not_preempt_and_takes_what_it_needs(tmp_path):
+    # 20 CPU are free and hi asks 20: it is admitted as it is, and its victim runs on. (Preempting
+    # would leave the free quota to a lo ranked after hi, which admits more in rank order, but a
+    # workload only preempts when it does not fit.) The cut stops at hi.
+    plan = same_as_unpruned(preemptor_beside_borrowers([5], 15, 20), tmp_path)
+    assert admitted_and_preempted(plan) == [("admit", "p/hi")]
+    assert plan.solver.rounds == 1 and plan.solver.candidates == 1
 
 
 def test_a_workload_that_might_preempt_counts_what_its_victims_do_not_hold(tmp_path):
-    # 20 CPU are free. Admitted by preempting, hi holds nothing until its victim is gone, and
-    # all 20 CPU after: quota.lp counts that state too, so with the victim's 5 CPU back, one
-    # lo fits beside it, not four. The cut reaches that one, and the check after the solve
-    # counts hi for the 15 CPU its victim does not hold: one round settles the cycle.
-    objs = preemptor_beside_borrowers(15)
-    same_ordering = tmp_path / "ordering.lp"
-    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
-    assert comparable(pruned) == comparable(unpruned)
-    assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == \
-        [("admit", "o/lo0"), ("preempt", "p/victim")]
-    assert pruned.solver.rounds == 1 and pruned.solver.candidates == 2
-
-
-def test_a_workload_whose_queue_others_fill_does_not_count_as_preempting(tmp_path):
-    # cq-p also holds 15 CPU of priority 20, which hi may not preempt: beside them hi never fits
-    # cq-p's nominal quota, so it cannot be admitted by preempting and takes the 20 free CPU
-    # like any other candidate: the cut stops at it, not at every candidate after it.
-    objs = preemptor_beside_borrowers(0) + \
-        [workload(f"peer{i}", ns="p", cpu=5, priority=20, minute=0, admitted_in=("cq-p", "od")) for i in range(3)]
-    same_ordering = tmp_path / "ordering.lp"
-    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
-    assert comparable(pruned) == comparable(unpruned)
-    assert [(a.kind, a.workload) for a in pruned.actions if a.kind in ("admit", "preempt")] == [("admit", "p/hi")]
-    assert pruned.solver.rounds == 1 and pruned.solver.candidates == 1
+    # 10 CPU are free and hi asks 15: it preempts its 10 CPU victim and waits. Until the victim is
+    # gone the free 10 CPU are not hi's, and afterwards hi holds 15 of the 20 then free, so one
+    # lo is admitted in the same cycle, not two. The cut reaches that lo (a cut that counted hi
+    # against the free quota would end before any), and the check after the solve counts hi for
+    # the 5 CPU its victim does not hold: one round settles the cycle.
+    plan = same_as_unpruned(preemptor_beside_borrowers([10], 20, 15), tmp_path)
+    assert admitted_and_preempted(plan) == [("admit", "o/lo0"), ("preempt", "p/victim0")]
+    assert plan.solver.rounds == 1 and plan.solver.candidates == 3
 
 
 def test_a_flavor_held_beyond_its_quota_takes_nothing_from_the_others(tmp_path):
