@@ -42,8 +42,9 @@ class _Latency(click.ParamType):
 @click.option("--replay-latency", type=_Latency(), default="measured", show_default=True, metavar="measured|zero|<N>ms",
               help="measured: a cycle's decision takes effect after its wall time; zero: instantly; "
                    "<N>ms: after N ms each, to see how the outcome depends on the engine's speed.")
-@click.option("--replay-interval", type=click.IntRange(min=0), default=100, show_default=True, metavar="MS",
-              help="Least virtual time between the starts of two replay cycles (a controller's batching window).")
+@click.option("--replay-interval", type=click.IntRange(min=0), default=0, show_default=True, metavar="MS",
+              help="Least virtual time between the starts of two replay cycles; 0 runs the next cycle as soon as "
+                   "the last one's decision is applied, as Kueue's scheduler does (more: a batching window).")
 @click.option("--time-budget", type=click.FloatRange(min=0.01), default=10.0, show_default=True, metavar="SECONDS",
               help="Solver time budget of each cycle.")
 @click.option("--write-snapshot", "write_dir", metavar="DIR",

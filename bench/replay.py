@@ -5,8 +5,10 @@ The replay runs the engine as a controller would. Workloads arrive at their
 a finish) and pending work exists, a decision cycle runs over the current state: the pending
 workloads plus the running ones, which carry their admission (flavors and counts) and so hold
 quota. All cycles run in one engine :class:`~clueue.engine.Session`, as in a controller, so each
-reuses what the previous one derived from unchanged objects. Cycles start at most every
-``min_interval_ms`` of virtual time. A workload admitted by a cycle starts when the cycle's
+reuses what the previous one derived from unchanged objects. By default the next cycle starts
+as soon as the last one's decision is applied, as Kueue's scheduler loop runs its next cycle
+once the last one ends; ``min_interval_ms`` makes cycles start at most that often, as a
+controller that batches its events would. A workload admitted by a cycle starts when the cycle's
 decision is available and finishes ``clueue.dev/bench-runtime-ms`` later, freeing its quota.
 
 Latency: with ``latency="measured"`` (the default) a cycle's decision becomes available after
@@ -123,7 +125,7 @@ def latency_ms(latency: str) -> float | None:
 
 
 def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "measured",
-           min_interval_ms: int = 100, policy: Policy | None = None, max_cycles: int = 100_000,
+           min_interval_ms: int = 0, policy: Policy | None = None, max_cycles: int = 100_000,
            progress: Progress | None = None) -> dict[str, Any]:
     """Replay ``scenario`` in virtual time (see the module docstring); returns a JSON-ready dict.
 

@@ -153,7 +153,7 @@ def render(results: Sequence[Mapping[str, Any]], console: Console) -> None:
             adm = p["admissionSeconds"]
             kueue = [f"{adm[c]['average']:.2f}" if c in adm else "–" for c in ("small", "medium", "large")]
             other = ", ".join(f"{c} {v['average']:.2f}" for c, v in adm.items() if c not in ("small", "medium", "large"))
-            table.add_row(f"{r['scenario']} ({p['latency']})", str(p["cycles"]), _timing(p["cycleWallSeconds"]),
+            table.add_row(f"{r['scenario']} ({p['latency']}, interval {p['minIntervalMs']} ms)", str(p["cycles"]), _timing(p["cycleWallSeconds"]),
                           f"{p['makespanSeconds']:.1f} s", f"{p['physicalLimitSeconds']:.1f} s",
                           f"{p['makespanOverLimit']:.2f}x" if p["makespanOverLimit"] else "–",
                           f"{p['utilization']:.1%}", *kueue, other, str(p["neverAdmitted"]))

@@ -33,7 +33,7 @@ class BenchOptions:
     time_budget: float = 10.0
     replay: bool = False
     latency: str = "measured"
-    interval_ms: int = 100  # least virtual time between two replay cycles
+    interval_ms: int = 0  # least virtual time between two replay cycles
     policies: tuple[str, ...] = ()  # extra or overriding policy files, as for `clueue plan --policy`
 
 

@@ -69,10 +69,10 @@ def test_bench_command_table_and_replay():
 def test_bench_replay_interval_and_latency_reach_the_replay():
     result = CliRunner().invoke(main, ["bench", "--scenario", "baseline", "--scale", "0.01", "--repeat", "1",
                                        "--in-process", "--replay", "--replay-latency", "50ms",
-                                       "--replay-interval", "0", "-o", "json"])
+                                       "--replay-interval", "50", "-o", "json"])
     assert result.exit_code == 0, result.output
     replayed = json.loads(result.stdout)["scenarios"][0]["replay"]
-    assert replayed["minIntervalMs"] == 0 and replayed["latency"] == "50ms"
+    assert replayed["minIntervalMs"] == 50 and replayed["latency"] == "50ms"
     assert replayed["finished"] == replayed["workloads"]
 
 
