@@ -51,7 +51,6 @@ class _Round:
     stand_in: Mapping[str, str]  # dropped shape member -> the ranked one it shares a decision with
     unsolved: tuple[str, ...]  # ranked candidates beyond the cut, in rank order
     complete: bool  # no candidate beyond the cut could have been admitted
-    reopen: frozenset[str] = frozenset()  # trees to solve whole next round (preemption may leave them room)
 
     def explainer(self, key: str) -> str:
         """The workload whose explanation ``key`` shares (itself if none)."""
@@ -93,15 +92,11 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
         return compiled, explain(render_facts(compiled.lines), policy, decision, budget=budget)
 
     # Whether a candidate beyond the cut might have fit: the quota trees' nominal totals
-    # usually settle it at once; otherwise the explanation pass knows (might_fit/1), unless an
-    # admitted one might have preempted, which that pass does not model: then those trees are
-    # solved whole (growing them by steps would take a round per step).
-    unsettled = selection.unsettled(decision.assignments, decision.preempting, cut)
-    if not unsettled:
+    # usually settle it at once; otherwise the explanation pass knows (might_fit/1). It counts
+    # this cycle's victims as gone, so it sees at least the room that the others admitted now
+    # had beside them (preemption.lp): it may ask for a round too many, never one too few.
+    if not selection.unsettled(decision.assignments, cut):
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
-    reopen = selection.preempts(decision.assignments, decision.preempting, unsettled)
-    if reopen:
-        return _Round(decision, explained, proxy, selection.stand_in, unsolved, False, frozenset(reopen))
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
     return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete)
 
@@ -162,7 +157,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         done = _round(snapshot, selection, units, cut, policy, deadline, memo)
         if done.complete or not done.unsolved or time.monotonic() >= deadline:
             break
-        cut = selection.grown(cut, 4 ** rounds, done.reopen)
+        cut = selection.grown(cut, 4 ** rounds)
     t2 = time.monotonic()
     # Stopped by the budget with candidates beyond the cut that might have fit: say so.
     cut_short = frozenset() if done.complete else frozenset(done.unsolved)

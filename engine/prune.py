@@ -22,12 +22,11 @@ tree's free quota, and that asks twice what a tree has free where that estimate 
 (flavors or inner limits can leave free quota unusable); if afterwards no remaining candidate
 could fit on its own on top of that decision (the explanation pass computes this from the
 remaining headroom), the decision is the one the whole backlog would give. Otherwise the
-prefix grows and the cycle solves again. A candidate that might preempt counts against the free
-quota only for what its possible victims do not hold: admitted by preempting, it holds nothing
-until they are gone and then all it needs (preemption.lp, quota.lp), so it leaves the rest to
-others in the cycle, which the explanation pass does not model; a tree where one is admitted and
-the estimate fails is solved whole. A candidate that could not fit its queue's nominal quota
-beside the workloads it may not preempt cannot preempt, and counts in full.
+prefix grows and the cycle solves again. A workload admitted by preempting counts against the
+free quota like any other: what it will hold is its own in the cycle, and the others admitted
+fit beside it and its victims (preemption.lp). But it may be admitted where it does not fit
+the free quota, so the prefix reaches every candidate that might preempt: one whose queue's
+lower-priority workloads hold some quota, and that asks no more than its queue's nominal quota.
 
 *Trees.* Under the built-in policy alone, quota trees are independent problems: no rule
 relates workloads of two trees, so the best admitted set is the union of each tree's best
@@ -81,7 +80,7 @@ class Selection:
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
-    gains: tuple[Mapping[str, Fraction], ...] = ()  # per ranked member: what its victims hold (_Gains.freed)
+    preempts: tuple[bool, ...] = ()  # per ranked member: it might be admitted by preempting (_Gains.may_preempt)
     queues: tuple[str, ...] = ()  # per ranked member: its ClusterQueue
     plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
     independent: bool = False  # quota trees are independent problems: a cut may differ per tree
@@ -120,10 +119,8 @@ class Selection:
                     cut[tree] = seen[tree]
             if tree in filling:
                 left = room.setdefault(tree, {})
-                # One that fits does not preempt (preemption.lp): it takes all it needs.
-                takes = needs if _fits(needs, left) else self._takes(i)
-                if _fits(takes, left):
-                    for r, v in takes.items():
+                if _fits(needs, left):
+                    for r, v in needs.items():
                         left[r] -= v
                     cut[tree] = seen[tree]
                 least = self.least.get(tree, {})
@@ -136,33 +133,15 @@ class Selection:
         seen.clear()
         for i, (tree, _) in enumerate(self.demand):
             seen[tree] += 1
-            if self._may_preempt(i):
+            if self.preempts[i]:
                 cut[tree] = max(cut.get(tree, 0), seen[tree])
         return self._covering(cut)
 
-    def _may_preempt(self, i: int) -> bool:
-        """Whether ranked candidate ``i`` might be admitted by preempting: its queue's
-        lower-priority workloads hold some quota (it may take the rest from what its queue
-        has free, which others may then use in this cycle: preemption.lp), and it asks no more
-        than the queue's nominal quota (:meth:`_Gains.freed`)."""
-        return bool(self.gains[i])
-
-    def _takes(self, i: int) -> Mapping[str, Fraction]:
-        """The least of its tree's free quota that ranked candidate ``i`` leaves to no one else
-        once admitted: all it needs, or, if it might preempt, what its victims' quota does not
-        cover (preemption.lp: waiting for its victims, it holds nothing now, but once they are
-        gone it holds all it needs, and quota.lp counts that state too)."""
-        needs = self.demand[i][1]
-        if not self._may_preempt(i):
-            return needs
-        freed = self.gains[i]
-        return {r: max(Fraction(0), v - freed.get(r, Fraction(0))) for r, v in needs.items()}
-
-    def grown(self, cut: Mapping[str, int], grow: int, whole: Collection[str] = ()) -> dict[str, int]:
+    def grown(self, cut: Mapping[str, int], grow: int) -> dict[str, int]:
         """A longer cut, for a next round: each tree's share four times longer, and at least
-        :meth:`prefix` asked to ``grow``; all of the ``whole`` trees."""
+        :meth:`prefix` asked to ``grow``."""
         wider = self.prefix(grow)
-        return self._covering({tree: size if tree in whole else min(size, max(4 * cut.get(tree, 0), wider.get(tree, 0)))
+        return self._covering({tree: min(size, max(4 * cut.get(tree, 0), wider.get(tree, 0)))
                                for tree, size in self.sizes.items()})
 
     def _covering(self, cut: Mapping[str, int]) -> dict[str, int]:
@@ -181,52 +160,24 @@ class Selection:
             (solved if inside else unsolved).append(w)
         return solved, unsolved
 
-    def unsettled(self, admitted: Collection[str], preempting: Collection[str], cut: Mapping[str, int]) -> set[str]:
+    def unsettled(self, admitted: Collection[str], cut: Mapping[str, int]) -> set[str]:
         """The trees where a candidate beyond ``cut`` might be admitted on top of ``admitted``
-        (the ones the solver admitted, ``preempting`` those of them it admitted by preempting):
-        it needs no more than its tree's nominal quota then has left, where the admitted ones
-        that might have preempted (:meth:`_preempted`) count only what they need beyond what
-        their victims hold (by preempting, they would leave the free quota to others until the
-        victims are gone). None: the decision is the whole backlog's. Some: the explanation
-        pass decides exactly, unless :meth:`preempts` says it cannot."""
+        (the ones the solver admitted, those admitted by preempting too: the quota they will
+        hold is theirs in this cycle, preemption.lp): it needs no more than its tree's nominal
+        quota then has left. None: the decision is the whole backlog's. Some: the explanation
+        pass decides."""
         left = {tree: dict(res) for tree, res in self.capacity.items()}
-        net: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         beyond = []
-        for i, (inside, w, tree, needs) in enumerate(self._sides(cut)):
+        for inside, w, tree, needs in self._sides(cut):
             if not inside:
                 beyond.append((tree, needs))
-            elif w.key in admitted and not self._preempted(i, tree, w.key, preempting):
+            elif w.key in admitted:
                 room = left.setdefault(tree, {})
                 for r, v in needs.items():
                     room[r] = room.get(r, Fraction(0)) - v
-            elif w.key in admitted:
-                for r, v in needs.items():
-                    net[tree][r] += v - self.gains[i].get(r, Fraction(0))
-        # Whichever of them preempt, a candidate beyond the cut must fit both now, beside those
-        # that do not, and once the victims are gone, beside all of them: that leaves it at most
-        # what is free less what they need beyond all their victims hold, together.
-        for tree, over in net.items():
-            room = left.setdefault(tree, {})
-            for r, v in over.items():
-                room[r] = room.get(r, Fraction(0)) - max(Fraction(0), v)
         full = {tree for tree, room in left.items()
                 if any(room.get(r, Fraction(0)) < v for r, v in self.least.get(tree, {}).items())}
         return {tree for tree, needs in beyond if tree not in full and _fits(needs, left.get(tree, {}))}
-
-    def preempts(self, admitted: Collection[str], preempting: Collection[str], trees: Collection[str]) -> set[str]:
-        """Those of ``trees`` where some of ``admitted`` might have been admitted by preempting
-        (:meth:`_preempted`). The explanation pass counts each admitted workload's quota as
-        used, so there it cannot tell whether a candidate beyond the cut might fit."""
-        return {tree for i, (w, (tree, _)) in enumerate(zip(self.ranked, self.demand))
-                if tree in trees and w.key in admitted and self._preempted(i, tree, w.key, preempting)}
-
-    def _preempted(self, i: int, tree: str, key: str, preempting: Collection[str]) -> bool:
-        """Whether admitted candidate ``i`` might have been admitted by preempting in some plan
-        that admits what this one does. In a plain tree the plan's own word holds: a workload
-        preempts only when it does not fit beside what is admitted ahead of it (preemption.lp),
-        so, from the first in rank order on, who preempts follows from who is admitted. In
-        other trees the choice of flavors can change that, and every one that might counts."""
-        return self._may_preempt(i) and (tree not in self.plain or key in preempting)
 
     def _sides(self, cut: Mapping[str, int]) -> Iterator[tuple[bool, Workload, str, Mapping[str, Fraction]]]:
         """Each ranked candidate, in rank order: whether ``cut`` solves it, its tree and needs."""
@@ -351,12 +302,12 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     kept: list[_Pending] = []
     dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
     shape: dict[str, int] = {}
-    freed: dict[int, Mapping[str, Fraction]] = {}  # shape -> what its members' victims hold (_Gains.freed)
+    preempts: dict[int, bool] = {}  # shape -> its members might be admitted by preempting
     sizes: Counter[str] = Counter()
     for number, members in index.shapes.items():
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
-        freed[number] = gain.freed(head.cluster_queue, head.workload.priority, head.needs)
+        preempts[number] = gain.may_preempt(head.cluster_queue, head.workload.priority, head.needs)
         limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload.priority))) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
@@ -367,7 +318,7 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(freed[p.shape] for p in kept),
+                     tuple(preempts[p.shape] for p in kept),
                      tuple(p.cluster_queue for p in kept), plain,
                      independent=not policy.user_files)
 
@@ -496,16 +447,13 @@ class _Gains:
             self._gain[key] = {r: v for r, v in _by_resource(held).items() if v}
         return self._gain[key]
 
-    def freed(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> Mapping[str, Fraction]:
-        """What evicting its possible victims would free, all of it, if a workload needing
-        ``needs`` could be admitted by preempting at all; else nothing. It could not if it
-        needs more of a resource than its queue's nominal quota of all flavors together: a
-        preempting workload asks no more than the nominal quota of each flavor it uses."""
-        gain = self(cq, priority)
+    def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> bool:
+        """Whether a workload of ``priority`` needing ``needs`` might be admitted by preempting:
+        it has possible victims, and it needs no more of any resource than its queue's nominal
+        quota of all flavors together (a preempting workload asks no more than the nominal
+        quota of each flavor it uses)."""
         nominal = self.nominal.get(cq, {})
-        if not gain or any(v > nominal.get(r, Fraction(0)) for r, v in needs.items()):
-            return {}
-        return gain
+        return bool(self(cq, priority)) and all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items())
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:

@@ -173,14 +173,14 @@ def test_a_workload_that_fits_does_not_preempt_and_takes_what_it_needs(tmp_path)
     assert plan.solver.rounds == 1 and plan.solver.candidates == 1
 
 
-def test_a_workload_that_might_preempt_counts_what_its_victims_do_not_hold(tmp_path):
-    # 10 CPU are free and hi asks 15: it preempts its 10 CPU victim and waits. Until the victim is
-    # gone the free 10 CPU are not hi's, and afterwards hi holds 15 of the 20 then free, so one
-    # lo is admitted in the same cycle, not two. The cut reaches that lo (a cut that counted hi
-    # against the free quota would end before any), and the check after the solve counts hi for
-    # the 5 CPU its victim does not hold: one round settles the cycle.
+def test_a_workload_admitted_by_preempting_keeps_what_it_needs_from_the_others(tmp_path):
+    # 10 CPU are free and hi asks 15: it preempts its 10 CPU victim and waits for it. The quota
+    # it will hold is its own in this cycle: no lo is admitted now on the 10 free CPU (they fit
+    # beside the victim, not beside hi), and none on what the victim frees. The cut reaches hi
+    # though it does not fit the free quota, and the check after the solve counts hi in full:
+    # one round settles the cycle.
     plan = same_as_unpruned(preemptor_beside_borrowers([10], 20, 15), tmp_path)
-    assert admitted_and_preempted(plan) == [("admit", "o/lo0"), ("preempt", "p/victim0")]
+    assert admitted_and_preempted(plan) == [("preempt", "p/victim0")]
     assert plan.solver.rounds == 1 and plan.solver.candidates == 3
 
 

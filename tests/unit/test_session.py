@@ -35,7 +35,8 @@ def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch, scenario):
         return plan
 
     monkeypatch.setattr(Session, "run", checked)
-    result = replay(generate(scenario, scale=0.1), latency="zero", policy=policy)
+    # (At most a cycle every 100 virtual ms, so that each can be checked against a fresh one.)
+    result = replay(generate(scenario, scale=0.1), latency="zero", min_interval_ms=100, policy=policy)
     assert result["finished"] == result["workloads"]
     assert len(compared) > 50 and len(set(compared)) == len(compared)
     if scenario == "baseline-preemption":
