@@ -75,6 +75,17 @@ def test_a_higher_priority_arrival_preempts_and_the_victim_runs_again_later():
     assert r["evictions"] == {} and r["makespanSeconds"] == 1.5
 
 
+def test_a_higher_priority_arrival_that_fits_evicts_nothing():
+    # low holds 1 of 4 CPU from 0 to 1000 ms; high and mid (2 CPU each) arrive at 300 ms. high
+    # fits and runs 300-800 ms; mid waits for it and runs 800-1300 ms. (Evicting low would let
+    # both in at 300 ms, but a workload preempts only when it does not fit.)
+    jobs = [("low", 1, 0, 1000, 0), ("high", 2, 300, 500, 10), ("mid", 2, 300, 500, 5)]
+    r = replay(scenario(4, jobs, {"withinClusterQueue": "LowerPriority"}), latency="zero", min_interval_ms=0)
+    assert r["evictions"] == {}
+    assert r["makespanSeconds"] == 1.3
+    assert r["admissionSeconds"]["c2"] == {"average": 0.25, "max": 0.5, "count": 2}
+
+
 def test_work_that_can_never_fit_is_reported_not_waited_for():
     r = replay(scenario(1, [("w", 1, 0, 100, 0), ("huge", 4, 0, 100, 0)]), latency="zero")
     assert r["neverAdmitted"] == 1 and r["finished"] == 1
