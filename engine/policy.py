@@ -202,7 +202,8 @@ ENGINE_PREDICATES: dict[str, EnginePredicate] = {e.predicate.name: e for e in (
        "pool (quota.lp, shown). Given as a fact to the explain part.",
        'draw(cq("team-b"),"on-demand","cpu",2).', part="decide", given="explain", required=False),
     _e("evict(V)", "str", "The decision: admitted V is preempted this cycle (preemption.lp, shown). Given as a "
-       "fact to the explain part, where V no longer holds quota.", 'evict("team-a/pod-batch").', part="decide",
+       "fact to the explain part, where V still holds its quota (ueff/4: what the others admitted now fit "
+       "beside) but not in the state once it is gone (demand/6).", 'evict("team-a/pod-batch").', part="decide",
        given="explain", required=False),
     _e("preempting(P)", "str", "The decision: admitted P waits for the workloads it preempts; the plan admits it "
        "in a later cycle (preemption.lp, shown).", 'preempting("team-a/pod-urgent").', part="decide", required=False),
