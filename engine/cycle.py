@@ -92,9 +92,9 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
         return compiled, explain(render_facts(compiled.lines), policy, decision, budget=budget)
 
     # Whether a candidate beyond the cut might have fit: the quota trees' nominal totals
-    # usually settle it at once; otherwise the explanation pass knows (might_fit/1). It counts
-    # this cycle's victims as gone, so it sees at least the room that the others admitted now
-    # had beside them (preemption.lp): it may ask for a round too many, never one too few.
+    # usually settle it at once; otherwise the explanation pass knows (might_fit/1): it sees
+    # what the others admitted now fit beside, this cycle's victims and what their preemptors
+    # will hold (preemption.lp), and a candidate beyond the cut never preempts (prune.py).
     if not selection.unsettled(decision.assignments, cut):
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit

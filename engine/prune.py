@@ -81,7 +81,6 @@ class Selection:
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
     preempts: tuple[bool, ...] = ()  # per ranked member: it might be admitted by preempting (_Gains.may_preempt)
-    queues: tuple[str, ...] = ()  # per ranked member: its ClusterQueue
     plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
     independent: bool = False  # quota trees are independent problems: a cut may differ per tree
 
@@ -318,8 +317,7 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(preempts[p.shape] for p in kept),
-                     tuple(p.cluster_queue for p in kept), plain,
+                     tuple(preempts[p.shape] for p in kept), plain,
                      independent=not policy.user_files)
 
 
