@@ -95,7 +95,7 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
     # usually settle it at once; otherwise the explanation pass knows (might_fit/1): it sees
     # what the others admitted now fit beside, this cycle's victims and what their preemptors
     # will hold (preemption.lp), and a candidate beyond the cut never preempts (prune.py).
-    if not selection.unsettled(decision.assignments, cut):
+    if not selection.unsettled(decision.assignments, decision.preempting, cut):
         return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
     return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete)

@@ -159,18 +159,21 @@ class Selection:
             (solved if inside else unsolved).append(w)
         return solved, unsolved
 
-    def unsettled(self, admitted: Collection[str], cut: Mapping[str, int]) -> set[str]:
+    def unsettled(self, admitted: Collection[str], preempting: Collection[str], cut: Mapping[str, int]) -> set[str]:
         """The trees where a candidate beyond ``cut`` might be admitted on top of ``admitted``
-        (the ones the solver admitted, those admitted by preempting too: the quota they will
-        hold is theirs in this cycle, preemption.lp): it needs no more than its tree's nominal
-        quota then has left. None: the decision is the whole backlog's. Some: the explanation
-        pass decides."""
+        (the ones the solver admitted, ``preempting`` those of them admitted by preempting): it
+        needs no more than its tree's nominal quota then has left. None: the decision is the
+        whole backlog's. Some: the explanation pass decides.
+
+        What a preempting workload will hold is kept from the others, but only in the flavors
+        it uses, where it may go over the quota (preemption.lp): so it counts here in full in a
+        plain tree (one flavor per resource), and not at all in the others."""
         left = {tree: dict(res) for tree, res in self.capacity.items()}
         beyond = []
         for inside, w, tree, needs in self._sides(cut):
             if not inside:
                 beyond.append((tree, needs))
-            elif w.key in admitted:
+            elif w.key in admitted and (w.key not in preempting or tree in self.plain):
                 room = left.setdefault(tree, {})
                 for r, v in needs.items():
                     room[r] = room.get(r, Fraction(0)) - v

@@ -37,7 +37,12 @@ def comparable(plan):
     return out, [a for a in plan.to_dict()["actions"]]
 
 
-@pytest.mark.parametrize("seed,preempt", [(seed, False) for seed in range(12)] + [(seed, True) for seed in range(8)])
+# With preemption, seeds 44, 149, 226 and 353 each once found a plan that differed: a preempting
+# workload that counted on another queue's victims (44, past its shape's bound), a preemptor
+# that overflowed one flavor counted against another's free quota (149, 226), and a preemptor
+# with no victims at all, in a tree with lending limits (353).
+@pytest.mark.parametrize("seed,preempt", [(seed, False) for seed in range(12)] +
+                         [(seed, True) for seed in (*range(8), 44, 149, 226, 353)])
 def test_pruned_plan_equals_unpruned_plan(seed, preempt, tmp_path):
     objs = many_shapes(seed, preempt)
     same_ordering = tmp_path / "ordering.lp"  # a user copy of a rule group turns pruning off
