@@ -22,11 +22,11 @@ tree's free quota, and that asks twice what a tree has free where that estimate 
 (flavors or inner limits can leave free quota unusable); if afterwards no remaining candidate
 could fit on its own on top of that decision (the explanation pass computes this from the
 remaining headroom), the decision is the one the whole backlog would give. Otherwise the
-prefix grows and the cycle solves again. A workload admitted by preempting counts against the
-free quota like any other: what it will hold is its own in the cycle, and the others admitted
-fit beside it and its victims (preemption.lp). But it may be admitted where it does not fit
-the free quota, so the prefix reaches every candidate that might preempt: one whose queue's
-lower-priority workloads hold some quota, and that asks no more than its queue's nominal quota.
+prefix grows and the cycle solves again. What a workload admitted by preempting will hold is
+its own in the cycle: the others admitted fit beside it and its victims (preemption.lp), in
+the flavors it uses. It may be admitted where it does not fit the free quota, so the prefix
+reaches every candidate that might preempt: one whose queue's lower-priority workloads hold
+some quota, and that asks no more than its queue's nominal quota.
 
 *Trees.* Under the built-in policy alone, quota trees are independent problems: no rule
 relates workloads of two trees, so the best admitted set is the union of each tree's best

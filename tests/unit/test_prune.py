@@ -37,6 +37,21 @@ def comparable(plan):
     return out, [a for a in plan.to_dict()["actions"]]
 
 
+def pruned_and_unpruned(objs, tmp_path):
+    """The plan with candidates left out, and the plan without (a user copy of a rule group
+    turns leaving out off)."""
+    same_ordering = tmp_path / "ordering.lp"
+    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
+    return run(objs), run(objs, policy=[str(same_ordering)])
+
+
+def same_as_unpruned(objs, tmp_path):
+    """The plan with candidates left out, after checking it equals the plan without."""
+    pruned, unpruned = pruned_and_unpruned(objs, tmp_path)
+    assert comparable(pruned) == comparable(unpruned)
+    return pruned
+
+
 # With preemption, seeds 44, 149, 226 and 353 each once found a plan that differed: a preempting
 # workload that counted on another queue's victims (44, past its shape's bound), a preemptor
 # that overflowed one flavor counted against another's free quota (149, 226), and a preemptor
@@ -44,10 +59,7 @@ def comparable(plan):
 @pytest.mark.parametrize("seed,preempt", [(seed, False) for seed in range(12)] +
                          [(seed, True) for seed in (*range(8), 44, 149, 226, 353)])
 def test_pruned_plan_equals_unpruned_plan(seed, preempt, tmp_path):
-    objs = many_shapes(seed, preempt)
-    same_ordering = tmp_path / "ordering.lp"  # a user copy of a rule group turns pruning off
-    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    pruned, unpruned = pruned_and_unpruned(many_shapes(seed, preempt), tmp_path)
     assert pruned.solver.pruned > 0 and unpruned.solver.pruned == 0
     assert comparable(pruned) == comparable(unpruned)
 
@@ -66,12 +78,8 @@ def borrowing_blocked():
 
 
 def test_a_prefix_that_leaves_room_is_solved_again(tmp_path):
-    objs = borrowing_blocked()
-    same_ordering = tmp_path / "ordering.lp"
-    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
+    pruned = same_as_unpruned(borrowing_blocked(), tmp_path)
     assert pruned.solver.rounds > 1
-    assert comparable(pruned) == comparable(unpruned)
     assert [w.name for w in pruned.workloads if w.state == "admitted"] == ["b/mid5", "b/small0", "b/small1", "b/small2"]
 
 
@@ -140,15 +148,6 @@ def test_a_tree_whose_free_quota_some_candidates_cannot_use_is_asked_twice_over(
     assert cut({"od": {"cpu": 2}, "spot": {"cpu": 2}}) == {"cq/cq": 8}
 
 
-def same_as_unpruned(objs, tmp_path):
-    """The plan with candidates left out, after checking it equals the plan without."""
-    same_ordering = tmp_path / "ordering.lp"
-    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
-    assert comparable(pruned) == comparable(unpruned)
-    return pruned
-
-
 def preemptor_beside_borrowers(victims, held_by_peers, hi_cpu):
     # The cohort has 40 CPU; cq-p holds ``victims`` (CPU each, priority 0), cq-o holds
     # ``held_by_peers`` CPU of priority 20, and "hi" asks ``hi_cpu`` of cq-p. Eight lo of 5 CPU
@@ -202,8 +201,5 @@ def test_a_flavor_held_beyond_its_quota_takes_nothing_from_the_others(tmp_path):
             local_queue("cq", ns="n"),
             [workload(f"run{i}", ns="n", priority=9, admitted_in=("cq", "od")) for i in range(3)],
             [workload(f"w{i}", ns="n", minute=1 + i) for i in range(4)]]
-    same_ordering = tmp_path / "ordering.lp"
-    same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    pruned, unpruned = run(objs), run(objs, policy=[str(same_ordering)])
-    assert comparable(pruned) == comparable(unpruned)
+    pruned = same_as_unpruned(objs, tmp_path)
     assert [w.name for w in pruned.workloads if w.state == "admitted" and w.name.startswith("n/w")] == ["n/w0", "n/w1"]
