@@ -18,9 +18,10 @@ The shapes:
     one every 100 ms, priority 50), 100 medium (5 CPU, 500 ms, every 500 ms, priority 100),
     50 large (20 CPU, 1 s, every 1200 ms, priority 200). 15,000 workloads.
 ``baseline-preemption``
-    ``baseline`` with ``preemption.withinClusterQueue: LowerPriority`` on every ClusterQueue, as
-    in Kueue's own configuration of that test (which also sets ``reclaimWithinCohort: Any``,
-    not supported by clueue yet).
+    ``baseline`` with ``preemption.withinClusterQueue: LowerPriority`` on every ClusterQueue.
+``baseline-kueue``
+    ``baseline`` as Kueue's own configuration of that test sets it: every ClusterQueue also
+    reclaims within its cohort (``preemption.reclaimWithinCohort: Any``).
 ``large-scale``
     Kueue's large-scale shape: 10 cohorts x 100 ClusterQueues with the same quotas, 50
     workloads per ClusterQueue (35 small / 11 medium / 4 large; 150 / 350 / 700 ms run times,
@@ -265,6 +266,12 @@ def baseline_preemption(seed: int = 0, scale: float = 1.0) -> Scenario:
                         preemption={"withinClusterQueue": "LowerPriority"})
 
 
+def baseline_kueue(seed: int = 0, scale: float = 1.0) -> Scenario:
+    return _kueue_shape("baseline-kueue", "baseline with Kueue's preemption settings: also reclaim in the cohort",
+                        cohorts=5, queues_per_cohort=6, classes=BASELINE_CLASSES, seed=seed, scale=scale,
+                        preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"})
+
+
 def large_scale(seed: int = 0, scale: float = 1.0) -> Scenario:
     return _kueue_shape("large-scale", "Kueue perf large-scale: 1,000 CQs in 10 cohorts, 50 workloads each",
                         cohorts=10, queues_per_cohort=100, classes=LARGE_SCALE_CLASSES, seed=seed, scale=scale)
@@ -374,8 +381,8 @@ def _ordered(config: Iterable[Obj]) -> tuple[Obj, ...]:
 
 
 _GENERATORS: dict[str, Callable[[int, float], Scenario]] = {
-    "baseline": baseline, "baseline-preemption": baseline_preemption, "large-scale": large_scale, "flavors": flavors, "gangs": gangs,
-    "fragmentation": fragmentation,
+    "baseline": baseline, "baseline-preemption": baseline_preemption, "baseline-kueue": baseline_kueue,
+    "large-scale": large_scale, "flavors": flavors, "gangs": gangs, "fragmentation": fragmentation,
 }
 SCENARIO_NAMES: tuple[str, ...] = tuple(_GENERATORS)
 

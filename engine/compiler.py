@@ -214,6 +214,8 @@ def _cluster_queue_facts(units: Mapping[str, Fraction], cq: ClusterQueue) -> tup
     out.add("flavor_fungibility", cq.name, "whenCanPreempt", cq.when_can_preempt)
     if cq.within_cluster_queue != "Never":
         out.add("preemption", cq.name, "withinClusterQueue", cq.within_cluster_queue)
+    if cq.reclaim_within_cohort != "Never":
+        out.add("preemption", cq.name, "reclaimWithinCohort", cq.reclaim_within_cohort)
     for gi, g in enumerate(cq.resource_groups):
         for r in g.covered:
             out.add("cq_resource", cq.name, gi, r)

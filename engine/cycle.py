@@ -221,21 +221,16 @@ def _held_admission(w: Workload) -> tuple[PodSetAssignment, ...]:
                  for a in w.admission.pod_sets)
 
 
-def _same_queue(decision: Decision, key: str, among: frozenset[str]) -> list[str]:
-    queue = decision.cluster_queues.get(key)
-    return sorted(k for k in among if decision.cluster_queues.get(k) == queue)
-
-
 def _preempted(decision: Decision, key: str) -> Reason:
-    """Why admitted ``key`` is evicted: the workloads of its ClusterQueue that preempt."""
+    """Why admitted ``key`` is evicted: the preempting workloads that count on its quota."""
     return make_reason("Preempted", clusterQueue=decision.cluster_queues.get(key),
-                       preemptors=_same_queue(decision, key, decision.preempting))
+                       preemptors=sorted(p for p, v in decision.preempts if v == key))
 
 
 def _preempting(decision: Decision, key: str) -> Reason:
-    """Why ``key``, admitted in the decision, waits: the victims in its ClusterQueue."""
+    """Why ``key``, admitted in the decision, waits: the victims it counts on."""
     return make_reason("Preempting", clusterQueue=decision.cluster_queues.get(key),
-                       victims=_same_queue(decision, key, decision.evicted))
+                       victims=sorted(v for p, v in decision.preempts if p == key))
 
 
 def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> list[Action]:

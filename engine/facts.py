@@ -92,8 +92,8 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "flavorFungibility of ClusterQueue Q: When is whenCanBorrow or whenCanPreempt.",
        'flavor_fungibility("team-a","whenCanBorrow","TryNextFlavor").'),
     _p("preemption(Q,Kind,Policy)", "str str str",
-       "spec.preemption of ClusterQueue Q: Kind is withinClusterQueue, Policy LowerPriority or "
-       "LowerOrNewerEqualPriority (absent: Never).",
+       "spec.preemption of ClusterQueue Q: Kind withinClusterQueue with Policy LowerPriority or "
+       "LowerOrNewerEqualPriority, or Kind reclaimWithinCohort with Policy LowerPriority or Any (absent: Never).",
        'preemption("team-a","withinClusterQueue","LowerPriority").'),
     _p("local_queue(NS,LQ,Q)", "str str str", "LocalQueue NS/LQ points to ClusterQueue Q.",
        'local_queue("research","main","team-a").'),

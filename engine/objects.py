@@ -140,6 +140,7 @@ class ClusterQueue:
     when_can_preempt: str  # Preempt or TryNextFlavor
     stopped: bool
     within_cluster_queue: str = "Never"  # preemption: Never, LowerPriority or LowerOrNewerEqualPriority
+    reclaim_within_cohort: str = "Never"  # preemption: Never, LowerPriority or Any
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ later one cannot, with at least as much admitted before it. So the admitted memb
 are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
 fit in what the quota tree of its ClusterQueue has free (the nominal quota of all its nodes, less
 what admitted workloads use, flavor by flavor; no tree admits beyond its nominal quota of a
-flavor, and one held beyond it leaves nothing there), plus what preempting
-within its ClusterQueue could free for it (preemption.lp). Members beyond
+flavor, and one held beyond it leaves nothing there), plus what preempting, within its
+ClusterQueue or by reclaiming from the other queues of its tree, could free for it
+(preemption.lp). Members beyond
 ``bound + 1`` are dropped; the extra one is never admitted and stands for them in the
 explanation.
 
@@ -25,8 +26,8 @@ remaining headroom), the decision is the one the whole backlog would give. Other
 prefix grows and the cycle solves again. What a workload admitted by preempting will hold is
 its own in the cycle: the others admitted fit beside it and its victims (preemption.lp), in
 the flavors it uses. It may be admitted where it does not fit the free quota, so the prefix
-reaches every candidate that might preempt: one whose queue's lower-priority workloads hold
-some quota, and that asks no more than its queue's nominal quota.
+reaches every candidate that might preempt: one with possible victims that hold some quota, and
+that asks no more than its queue's nominal quota.
 
 *Trees.* Under the built-in policy alone, quota trees are independent problems: no rule
 relates workloads of two trees, so the best admitted set is the union of each tree's best
@@ -300,7 +301,7 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
     held = memo.per_object("held", None, _held_in)
     free = _free(fixed, queues, tree_of, quotas, held)
-    gain = _Gains(snapshot, fixed, queues, held)
+    gain = _Gains(snapshot, fixed, queues, held, tree_of)
     kept: list[_Pending] = []
     dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
     shape: dict[str, int] = {}
@@ -417,44 +418,85 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
 
 
 class _Gains:
-    """What preemption within its ClusterQueue could free for a pending workload (preemption.lp):
-    the quota its admitted workloads of lower priority hold (of equal priority too, under
-    LowerOrNewerEqualPriority). Empty where the queue does not preempt."""
+    """What preemption could free for a pending workload (preemption.lp): under
+    withinClusterQueue, the quota its queue's admitted workloads of lower priority hold (of
+    equal priority too, under LowerOrNewerEqualPriority); under reclaimWithinCohort, the quota
+    that admitted workloads of the other queues of its tree which borrow hold (of lower
+    priority only, under LowerPriority), up to what its queue has unused of its nominal quota
+    (a queue reclaims only up to that). Empty where the queue does not preempt."""
 
     def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str],
-                 held: Callable[[Workload], Mapping[tuple[str, str], Fraction]]) -> None:
-        self.policy = {name: cq.within_cluster_queue for name, cq in snapshot.cluster_queues.items()
-                       if cq.within_cluster_queue != "Never"}
-        self.nominal = {name: _by_resource(_nominal_in(snapshot.cluster_queues[name].resource_groups))
-                        for name in self.policy}  # per resource, all flavors together
+                 held: Callable[[Workload], Mapping[tuple[str, str], Fraction]], tree_of: Mapping[str, str]) -> None:
+        cqs = snapshot.cluster_queues
+        self.within = {name: cq.within_cluster_queue for name, cq in cqs.items() if cq.within_cluster_queue != "Never"}
+        self.reclaim = {name: cq.reclaim_within_cohort for name, cq in cqs.items()
+                        if cq.reclaim_within_cohort != "Never"}
+        self.tree_of = tree_of
+        self.nominal = {name: _by_resource(_nominal_in(cqs[name].resource_groups))
+                        for name in {*self.within, *self.reclaim}}
         self.held: dict[str, list[tuple[int, Mapping[tuple[str, str], Fraction]]]] = defaultdict(list)
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
-            if w.admission is not None and not w.finished and cq in self.policy:
+            if w.admission is not None and not w.finished and cq in cqs and (cq in self.within or self.reclaim):
                 self.held[cq].append((w.priority, held(w)))
-        self._gain: dict[tuple[str, int], dict[str, Fraction]] = {}
+        self.borrowing: dict[str, list[str]] = defaultdict(list)  # tree -> its queues that hold beyond nominal
+        self.unused: dict[str, dict[tuple[str, str], Fraction]] = {}  # reclaiming queue -> nominal less held
+        for cq in cqs if self.reclaim else ():
+            unused = _nominal_in(cqs[cq].resource_groups)
+            for _, uses in self.held.get(cq, ()):
+                for k, v in uses.items():
+                    unused[k] -= v
+            if any(v < 0 for v in unused.values()):
+                self.borrowing[tree_of[cq]].append(cq)
+            if cq in self.reclaim:
+                self.unused[cq] = unused
+        self._gain: dict[tuple[str, int], tuple[dict[str, Fraction], dict[str, Fraction]]] = {}
+
+    def _gains(self, cq: str, priority: int) -> tuple[dict[str, Fraction], dict[str, Fraction]]:
+        """What the possible victims of a workload of ``priority`` hold, per resource: in its own
+        queue, and in the other queues of its tree (reclaimed)."""
+        key = (cq, priority)
+        if key not in self._gain:
+            within, reclaim = self.within.get(cq), self.reclaim.get(cq)
+            own = [uses for p, uses in self.held.get(cq, ()) if within and (
+                p < priority or (p == priority and within == "LowerOrNewerEqualPriority"))]
+            others = [uses for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if reclaim and other != cq
+                      for p, uses in self.held[other] if reclaim == "Any" or p < priority]
+            self._gain[key] = (_summed(own), _summed(others))
+        return self._gain[key]
 
     def __call__(self, cq: str, priority: int) -> dict[str, Fraction]:
         """What a workload of ``priority`` could gain, per resource: what its possible victims
-        hold."""
-        key = (cq, priority)
-        if key not in self._gain:
-            policy = self.policy.get(cq)
-            held: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-            for p, uses in self.held.get(cq, ()) if policy else ():
-                if p < priority or (p == priority and policy == "LowerOrNewerEqualPriority"):
-                    for k, v in uses.items():
-                        held[k] += v
-            self._gain[key] = {r: v for r, v in _by_resource(held).items() if v}
-        return self._gain[key]
+        hold, and of the other queues' only what its queue has unused of its nominal quota."""
+        own, others = self._gains(cq, priority)
+        if not others:
+            return own
+        unused = _by_resource({k: max(Fraction(0), v) for k, v in self.unused[cq].items()})
+        return {r: v for r in {*own, *others} if (v := own.get(r, Fraction(0)) + min(others.get(r, Fraction(0)),
+                                                                                         unused.get(r, Fraction(0))))}
 
     def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> bool:
         """Whether a workload of ``priority`` needing ``needs`` might be admitted by preempting:
-        it has possible victims, and it needs no more of any resource than its queue's nominal
-        quota of all flavors together (a preempting workload asks no more than the nominal
-        quota of each flavor it uses)."""
+        it needs no more of any resource than its queue's nominal quota of all flavors together
+        (a preempting workload asks no more than the nominal quota of each flavor it uses), and
+        it has possible victims in its queue, or in the others and room for what it asks of
+        some resource in its queue's unused nominal quota of some flavor (preemption.lp's
+        ``may_reclaim/3``)."""
         nominal = self.nominal.get(cq, {})
-        return bool(self(cq, priority)) and all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items())
+        if not all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items()):
+            return False
+        own, others = self._gains(cq, priority)
+        return bool(own) or bool(others) and any(
+            r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items())
+
+
+def _summed(amounts: Iterable[Mapping[tuple[str, str], Fraction]]) -> dict[str, Fraction]:
+    """Per resource, the sum of ``amounts``, leaving out resources that sum to nothing."""
+    total: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for uses in amounts:
+        for k, v in uses.items():
+            total[k] += v
+    return {r: v for r, v in _by_resource(total).items() if v}
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:

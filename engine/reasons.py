@@ -91,8 +91,7 @@ _KINDS = (
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
     ReasonKind("Finished", None, (), "all its pods have finished"),
     ReasonKind("Preempted", None, ("clusterQueue", "preemptors"),
-               "preempted in ClusterQueue {{clusterQueue}} to make room for higher-priority workloads: "
-               "{{preemptors|join(', ')}}"),
+               "preempted in ClusterQueue {{clusterQueue}} to make room for {{preemptors|join(', ')}}"),
     ReasonKind("Preempting", None, ("clusterQueue", "victims"),
                "fits in ClusterQueue {{clusterQueue}} by preempting {{victims|join(', ')}}; "
                "admitted once they release their quota"),

@@ -408,17 +408,16 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         stopped=f.string("spec.stopPolicy", "None") not in ("None", None),
         within_cluster_queue=_choice(f, "spec.preemption.withinClusterQueue",
                                      ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
+        reclaim_within_cohort=_choice(f, "spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
     )
 
 
 def _unsupported_preemption(f: Fields) -> list[str]:
     """Notices for the preemption settings clueue reads but does not act on yet."""
-    out = []
-    for path, allowed in (("spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
-                          ("spec.preemption.borrowWithinCohort.policy", ("Never", "LowerPriority"))):
-        if _choice(f, path, allowed) != "Never":
-            out.append(f"{f.doc.source}: ClusterQueue {f.name}: {path}: not supported yet, treated as Never")
-    return out
+    path = "spec.preemption.borrowWithinCohort.policy"
+    if _choice(f, path, ("Never", "LowerPriority")) == "Never":
+        return []
+    return [f"{f.doc.source}: ClusterQueue {f.name}: {path}: not supported yet, treated as Never"]
 
 
 def _choice(f: Fields, path: str, allowed: tuple[str, ...]) -> str:

@@ -122,6 +122,7 @@ class Decision:
     cluster_queues: Mapping[str, str] = field(default_factory=dict)  # workload -> its ClusterQueue
     evicted: frozenset[str] = frozenset()  # admitted workloads preempted this cycle (evict/1)
     preempting: frozenset[str] = frozenset()  # admitted in the decision, but waiting for those victims
+    preempts: frozenset[tuple[str, str]] = frozenset()  # (preempting, evicted) it counts on (preempts/2)
 
 
 @dataclass(frozen=True)
@@ -394,9 +395,12 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     choices: dict[str, list[tuple[str, int, str]]] = {}
     assignments: dict[str, dict[tuple[str, str], str]] = {}
     preemption: dict[str, set[str]] = {"evict": set(), "preempting": set()}
+    preempts: set[tuple[str, str]] = set()
     for t in best["symbols"]:
         if t.name in preemption:
             preemption[t.name].add(t.args[0])
+        elif t.name == "preempts":
+            preempts.add((t.args[0], t.args[1]))
         elif t.name == "admit":
             choices.setdefault(t.args[0], [])
             assignments.setdefault(t.args[0], {})
@@ -420,7 +424,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
                        optimal=optimal, budget_exhausted=bool(checked.unevaluated))
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
                     fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"], queue_of,
-                    frozenset(preemption["evict"]), frozenset(preemption["preempting"]))
+                    frozenset(preemption["evict"]), frozenset(preemption["preempting"]), frozenset(preempts))
 
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one

@@ -86,6 +86,31 @@ def test_a_higher_priority_arrival_that_fits_evicts_nothing():
     assert r["admissionSeconds"]["c2"] == {"average": 0.25, "max": 0.5, "count": 2}
 
 
+def two_teams(jobs, preemption=None):
+    """ClusterQueues a and b of 2 CPUs each in one cohort; jobs are (queue, name, cpu, arrival ms,
+    runtime ms), all of priority 0."""
+    config = (flavor("f"), *(cluster_queue(q, {"f": {"cpu": 2}}, cohort="co", preemption=preemption) for q in "ab"),
+              *(local_queue(q, name=f"l{q}") for q in "ab"))
+    workloads = tuple(workload_object("default", name, cls=f"c{cpu}", priority=0, arrival_ms=at, runtime_ms=run,
+                                      pod_sets=[("main", 1, {"cpu": cpu})], queue=f"l{q}")
+                      for q, name, cpu, at, run in jobs)
+    return Scenario("teams", 0, "hand-checked", config, workloads)
+
+
+def test_a_queue_reclaims_its_nominal_quota_from_one_that_borrows():
+    # b1 and b2 take the cohort's 4 CPUs from 0 and 1000 ms, b borrowing a's 2. a1 arrives at
+    # 1500 ms and reclaims them: the newest, b2, is evicted; a1 runs 1500-2000 ms, and b2
+    # starts over on a's quota once a1 is done, 2000-5000 ms.
+    jobs = [("b", "b1", 2, 0, 3000), ("b", "b2", 2, 1000, 3000), ("a", "a1", 2, 1500, 500)]
+    r = replay(two_teams(jobs, {"reclaimWithinCohort": "Any"}), latency="zero", min_interval_ms=0)
+    assert r["evictions"] == {"c2": 1}
+    assert r["makespanSeconds"] == 5.0
+    assert r["admissionSeconds"]["c2"] == {"average": pytest.approx(1 / 3, abs=1e-3), "max": 1.0, "count": 3}
+    # Without reclaiming a1 waits for b1: 3000-3500 ms.
+    r = replay(two_teams(jobs), latency="zero", min_interval_ms=0)
+    assert r["evictions"] == {} and r["makespanSeconds"] == 4.0
+
+
 def test_work_that_can_never_fit_is_reported_not_waited_for():
     r = replay(scenario(1, [("w", 1, 0, 100, 0), ("huge", 4, 0, 100, 0)]), latency="zero")
     assert r["neverAdmitted"] == 1 and r["finished"] == 1

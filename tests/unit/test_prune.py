@@ -10,19 +10,22 @@ from tests.builders import cluster_queue, flavor, local_queue, quota, run, workl
 
 def many_shapes(seed, preempt=False):
     """Random queues and workloads; with ``preempt``, queues preempt lower priorities and each
-    holds admitted workloads of low priority."""
+    holds admitted workloads of low priority; with ``preempt="reclaim"`` they also reclaim
+    within their cohort, and hold more, so that some borrow."""
     rng = random.Random(seed)
     objs = [flavor("od"), flavor("spot")]
     for c in range(4):
         strategy = "StrictFIFO" if c == 3 else None
+        preemption = {"withinClusterQueue": "LowerPriority"} if preempt else None
+        if preempt == "reclaim":
+            preemption["reclaimWithinCohort"] = rng.choice(["Any", "LowerPriority"])
         objs.append(cluster_queue(f"cq{c}", {"od": {"cpu": quota(rng.randint(2, 6), rng.choice([None, 2]), rng.choice([None, 1]))},
                                              "spot": {"cpu": rng.randint(0, 3)}},
-                                  cohort=f"co{c % 2}", strategy=strategy,
-                                  preemption={"withinClusterQueue": "LowerPriority"} if preempt else None))
+                                  cohort=f"co{c % 2}", strategy=strategy, preemption=preemption))
         objs.append(local_queue(f"cq{c}", ns=f"ns{c}"))
         if preempt:
             objs += [workload(f"run{i}", ns=f"ns{c}", cpu=1, priority=rng.choice([0, 1, 5]), minute=i,
-                              admitted_in=(f"cq{c}", "od")) for i in range(rng.randint(1, 3))]
+                              admitted_in=(f"cq{c}", "od")) for i in range(rng.randint(1, 3 if preempt is True else 6))]
         for i in range(rng.randint(10, 30)):
             cpu, prio = rng.choice([(1, 1), (1, 1), (2, 5), (4, 9)])
             objs.append(workload(f"w{i}", ns=f"ns{c}", cpu=cpu, priority=prio, minute=rng.randint(0, 20)))
@@ -57,7 +60,8 @@ def same_as_unpruned(objs, tmp_path):
 # that overflowed one flavor counted against another's free quota (149, 226), and a preemptor
 # with no victims at all, in a tree with lending limits (353).
 @pytest.mark.parametrize("seed,preempt", [(seed, False) for seed in range(12)] +
-                         [(seed, True) for seed in (*range(8), 44, 149, 226, 353)])
+                         [(seed, True) for seed in (*range(8), 44, 149, 226, 353)] +
+                         [(seed, "reclaim") for seed in range(8)])
 def test_pruned_plan_equals_unpruned_plan(seed, preempt, tmp_path):
     pruned, unpruned = pruned_and_unpruned(many_shapes(seed, preempt), tmp_path)
     assert pruned.solver.pruned > 0 and unpruned.solver.pruned == 0

@@ -20,8 +20,8 @@ def decided(plan):
     return out
 
 
-@pytest.mark.parametrize("scenario", ["baseline", "baseline-preemption"])
-def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch, scenario):
+@pytest.mark.parametrize("scenario,scale", [("baseline", 0.1), ("baseline-preemption", 0.1), ("baseline-kueue", 0.05)])
+def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch, scenario, scale):
     # A replay feeds a Session a stream of snapshots that share most objects with the one
     # before: arrivals, admissions, evictions and finishes, as a controller sees them.
     policy = load_policy()
@@ -36,10 +36,10 @@ def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch, scenario):
 
     monkeypatch.setattr(Session, "run", checked)
     # (At most a cycle every 100 virtual ms, so that each can be checked against a fresh one.)
-    result = replay(generate(scenario, scale=0.1), latency="zero", min_interval_ms=100, policy=policy)
+    result = replay(generate(scenario, scale=scale), latency="zero", min_interval_ms=100, policy=policy)
     assert result["finished"] == result["workloads"]
-    assert len(compared) > 50 and len(set(compared)) == len(compared)
-    if scenario == "baseline-preemption":
+    assert len(compared) > 30 and len(set(compared)) == len(compared)
+    if scenario != "baseline":
         assert result["evictions"]  # workloads went from running back to pending
 
 

@@ -96,9 +96,11 @@ def test_newer_fungibility_names_load_as_the_older_ones():
         build_snapshot([Document("a", body)])
 
 
-def test_preemption_settings_clueue_does_not_act_on_yet_are_noticed():
-    cq = cluster_queue("cq", preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"})
+def test_preemption_settings_are_read_and_those_clueue_does_not_act_on_yet_are_noticed():
+    cq = cluster_queue("cq", preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                                         "borrowWithinCohort": {"policy": "LowerPriority"}})
     snap = build_snapshot([Document("q.yaml#1", cq)])
     assert snap.cluster_queues["cq"].within_cluster_queue == "LowerPriority"
-    assert snap.notices == ("q.yaml#1: ClusterQueue cq: spec.preemption.reclaimWithinCohort: not supported yet, "
-                            "treated as Never",)
+    assert snap.cluster_queues["cq"].reclaim_within_cohort == "Any"
+    assert snap.notices == ("q.yaml#1: ClusterQueue cq: spec.preemption.borrowWithinCohort.policy: not supported "
+                            "yet, treated as Never",)
