@@ -10,9 +10,9 @@ later one cannot, with at least as much admitted before it. So the admitted memb
 are a prefix of its members in rank order, no longer than the shape's *bound*: how many of it
 fit in what the quota tree of its ClusterQueue has free (the nominal quota of all its nodes, less
 what admitted workloads use, flavor by flavor; no tree admits beyond its nominal quota of a
-flavor, and one held beyond it leaves nothing there), plus what preempting, within its
-ClusterQueue or by reclaiming from the other queues of its tree, could free for it
-(preemption.lp). Members beyond
+flavor, and one held beyond it leaves nothing there), plus one if it might be admitted by
+preempting (what else a cycle admits fits beside the victims, and a queue has one preemptor a
+cycle: preemption.lp). Members beyond
 ``bound + 1`` are dropped; the extra one is never admitted and stands for them in the
 explanation.
 
@@ -264,10 +264,6 @@ def _pod_set_needs(pod_sets: tuple[tuple[int, tuple[tuple[str, int, int], ...]],
     return dict(needs)
 
 
-def _plus(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> dict[str, Fraction]:
-    return {r: a.get(r, Fraction(0)) + b.get(r, Fraction(0)) for r in {*a, *b}}
-
-
 def _bound(needs: Mapping[str, Fraction], totals: Mapping[str, Fraction]) -> int:
     fits = [floor(totals.get(r, Fraction(0)) / v) for r, v in needs.items() if v > 0]
     return min(fits, default=0)
@@ -311,7 +307,9 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
         preempts[number] = gain.may_preempt(head.cluster_queue, head.workload.priority, head.needs)
-        limit = _bound(head.needs, _plus(free.get(tree, {}), gain(head.cluster_queue, head.workload.priority))) + 1
+        # What is admitted beside this cycle's victims fits the free quota; a queue has one
+        # preemptor a cycle (preemption.lp).
+        limit = _bound(head.needs, free.get(tree, {})) + preempts[number] + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
         shape.update((p.workload.key, number) for p in members[:limit])
@@ -418,12 +416,11 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
 
 
 class _Gains:
-    """What preemption could free for a pending workload (preemption.lp): under
-    withinClusterQueue, the quota its queue's admitted workloads of lower priority hold (of
-    equal priority too, under LowerOrNewerEqualPriority); under reclaimWithinCohort, the quota
-    that admitted workloads of the other queues of its tree which borrow hold (of lower
-    priority only, under LowerPriority), up to what its queue has unused of its nominal quota
-    (a queue reclaims only up to that). Empty where the queue does not preempt."""
+    """Who might be admitted by preempting (preemption.lp): a workload with possible victims,
+    under withinClusterQueue admitted workloads of its queue of lower priority (of equal
+    priority too, under LowerOrNewerEqualPriority), under reclaimWithinCohort admitted
+    workloads of the other queues of its tree which borrow (of lower priority only, under
+    LowerPriority)."""
 
     def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str],
                  held: Callable[[Workload], Mapping[tuple[str, str], Fraction]], tree_of: Mapping[str, str]) -> None:
@@ -434,69 +431,37 @@ class _Gains:
         self.tree_of = tree_of
         self.nominal = {name: _by_resource(_nominal_in(cqs[name].resource_groups))
                         for name in {*self.within, *self.reclaim}}
-        self.held: dict[str, list[tuple[int, Mapping[tuple[str, str], Fraction]]]] = defaultdict(list)
+        self.priorities: dict[str, list[int]] = defaultdict(list)  # queue -> its admitted workloads' priorities
+        # queue -> its nominal quota less what it holds (only where some queue reclaims)
+        self.unused = {name: _nominal_in(cq.resource_groups) for name, cq in cqs.items()} if self.reclaim else {}
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
             if w.admission is not None and not w.finished and cq in cqs and (cq in self.within or self.reclaim):
-                self.held[cq].append((w.priority, held(w)))
+                self.priorities[cq].append(w.priority)
+                for k, v in held(w).items() if self.reclaim else ():
+                    self.unused[cq][k] -= v
         self.borrowing: dict[str, list[str]] = defaultdict(list)  # tree -> its queues that hold beyond nominal
-        self.unused: dict[str, dict[tuple[str, str], Fraction]] = {}  # reclaiming queue -> nominal less held
-        for cq in cqs if self.reclaim else ():
-            unused = _nominal_in(cqs[cq].resource_groups)
-            for _, uses in self.held.get(cq, ()):
-                for k, v in uses.items():
-                    unused[k] -= v
+        for cq, unused in self.unused.items():
             if any(v < 0 for v in unused.values()):
                 self.borrowing[tree_of[cq]].append(cq)
-            if cq in self.reclaim:
-                self.unused[cq] = unused
-        self._gain: dict[tuple[str, int], tuple[dict[str, Fraction], dict[str, Fraction]]] = {}
-
-    def _gains(self, cq: str, priority: int) -> tuple[dict[str, Fraction], dict[str, Fraction]]:
-        """What the possible victims of a workload of ``priority`` hold, per resource: in its own
-        queue, and in the other queues of its tree (reclaimed)."""
-        key = (cq, priority)
-        if key not in self._gain:
-            within, reclaim = self.within.get(cq), self.reclaim.get(cq)
-            own = [uses for p, uses in self.held.get(cq, ()) if within and (
-                p < priority or (p == priority and within == "LowerOrNewerEqualPriority"))]
-            others = [uses for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if reclaim and other != cq
-                      for p, uses in self.held[other] if reclaim == "Any" or p < priority]
-            self._gain[key] = (_summed(own), _summed(others))
-        return self._gain[key]
-
-    def __call__(self, cq: str, priority: int) -> dict[str, Fraction]:
-        """What a workload of ``priority`` could gain, per resource: what its possible victims
-        hold, and of the other queues' only what its queue has unused of its nominal quota."""
-        own, others = self._gains(cq, priority)
-        if not others:
-            return own
-        unused = _by_resource({k: max(Fraction(0), v) for k, v in self.unused[cq].items()})
-        return {r: v for r in {*own, *others} if (v := own.get(r, Fraction(0)) + min(others.get(r, Fraction(0)),
-                                                                                         unused.get(r, Fraction(0))))}
 
     def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> bool:
         """Whether a workload of ``priority`` needing ``needs`` might be admitted by preempting:
         it needs no more of any resource than its queue's nominal quota of all flavors together
         (a preempting workload asks no more than the nominal quota of each flavor it uses), and
-        it has possible victims in its queue, or in the others and room for what it asks of
-        some resource in its queue's unused nominal quota of some flavor (preemption.lp's
-        ``may_reclaim/3``)."""
+        it has possible victims in its queue, or in the other queues that borrow, with room for
+        what it asks of some resource in its queue's unused nominal quota of some flavor
+        (preemption.lp's ``may_reclaim/3``)."""
         nominal = self.nominal.get(cq, {})
         if not all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items()):
             return False
-        own, others = self._gains(cq, priority)
-        return bool(own) or bool(others) and any(
-            r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items())
-
-
-def _summed(amounts: Iterable[Mapping[tuple[str, str], Fraction]]) -> dict[str, Fraction]:
-    """Per resource, the sum of ``amounts``, leaving out resources that sum to nothing."""
-    total: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-    for uses in amounts:
-        for k, v in uses.items():
-            total[k] += v
-    return {r: v for r, v in _by_resource(total).items() if v}
+        within, reclaim = self.within.get(cq), self.reclaim.get(cq)
+        if within and any(p < priority or (p == priority and within == "LowerOrNewerEqualPriority")
+                          for p in self.priorities.get(cq, ())):
+            return True
+        return bool(reclaim) and any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()) and any(
+            reclaim == "Any" or p < priority
+            for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq for p in self.priorities[other])
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:
