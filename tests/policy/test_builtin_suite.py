@@ -27,7 +27,8 @@ def test_the_suite_covers_every_rule_group_and_ships_with_the_package():
                   "whole or not at all", "flavors are tried in order", "TryNextFlavor", "preempts",
                   "LowerOrNewerEqualPriority", "does not preempt, though it could borrow",
                   "fits does not preempt", "may borrow", "reclaims from one that borrows",
-                  "reclaims no more than its own nominal quota", "one workload of a ClusterQueue preempts per cycle"):
+                  "reclaims no more than its own nominal quota", "one workload of a ClusterQueue preempts per cycle",
+                  "could never preempt does not hold back"):
         assert topic in titles, topic
 
 
