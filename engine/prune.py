@@ -81,7 +81,7 @@ class Selection:
     capacity: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> free nominal
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
-    preempts: tuple[bool, ...] = ()  # per ranked member: it might be admitted by preempting (_Gains.may_preempt)
+    preempts: tuple[bool, ...] = ()  # per ranked member: it might be admitted by preempting (_Preemptors.may_preempt)
     plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
     independent: bool = False  # quota trees are independent problems: a cut may differ per tree
 
@@ -297,7 +297,7 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     fixed = [index.fixed[k] for k in sorted(index.fixed)] + [index.stray[k] for k in sorted(index.stray)]
     held = memo.per_object("held", None, _held_in)
     free = _free(fixed, queues, tree_of, quotas, held)
-    gain = _Gains(snapshot, fixed, queues, held, tree_of)
+    preemptors = _Preemptors(snapshot, fixed, queues, held, tree_of)
     kept: list[_Pending] = []
     dropped: dict[int, tuple[str, list[_Pending]]] = {}  # shape -> its stand-in, the members it stands for
     shape: dict[str, int] = {}
@@ -306,10 +306,10 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     for number, members in index.shapes.items():
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
-        preempts[number] = gain.may_preempt(head.cluster_queue, head.workload.priority, head.needs)
+        preempts[number] = preemptors.may_preempt(head.cluster_queue, head.workload.priority, head.needs)
         # What is admitted beside this cycle's victims fits the free quota; a queue has one
         # preemptor a cycle (preemption.lp).
-        limit = _bound(head.needs, free.get(tree, {})) + preempts[number] + 1
+        limit = _bound(head.needs, free.get(tree, {})) + int(preempts[number]) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
         shape.update((p.workload.key, number) for p in members[:limit])
@@ -415,7 +415,7 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
     return {tree: _by_resource({key: max(Fraction(0), v) for key, v in q.items()}) for tree, q in left.items()}
 
 
-class _Gains:
+class _Preemptors:
     """Who might be admitted by preempting (preemption.lp): a workload with possible victims,
     under withinClusterQueue admitted workloads of its queue of lower priority (of equal
     priority too, under LowerOrNewerEqualPriority), under reclaimWithinCohort admitted
@@ -459,9 +459,11 @@ class _Gains:
         if within and any(p < priority or (p == priority and within == "LowerOrNewerEqualPriority")
                           for p in self.priorities.get(cq, ())):
             return True
-        return bool(reclaim) and any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()) and any(
-            reclaim == "Any" or p < priority
-            for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq for p in self.priorities[other])
+        if not reclaim or not any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()):
+            return False
+        lenders = (p for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
+                   for p in self.priorities[other])
+        return any(reclaim == "Any" or p < priority for p in lenders)
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:
