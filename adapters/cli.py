@@ -176,8 +176,9 @@ def facts(paths: tuple[str, ...], config_path: str | None, reference: bool) -> N
 from .cli_policy import policy  # noqa: E402 - the `clueue policy` commands live in their own module
 main.add_command(policy)
 
-from .cli_bench import bench  # noqa: E402 - `clueue bench` lives in its own module
+from .cli_bench import bench, bench_compare  # noqa: E402 - `clueue bench` lives in its own module
 main.add_command(bench)
+main.add_command(bench_compare)
 
 if __name__ == "__main__":
     main()

@@ -5,19 +5,21 @@ Only parses options and calls :mod:`clueue.bench`; docs/benchmarks.md explains e
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 
+from clueue.bench.compare import ReportError, compare, load_report, render_comparison
 from clueue.bench.replay import latency_ms
 from clueue.bench.report import environment, progress_bar, render, to_json
 from clueue.bench.runner import BenchOptions, run_benchmarks, units
 from clueue.bench.scenarios import SCENARIO_NAMES, generate, write_snapshot
 from clueue.engine import ClueueError, load_policy
 
-__all__ = ["bench"]
+__all__ = ["bench", "bench_compare"]
 
 
 class _Latency(click.ParamType):
@@ -81,4 +83,31 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
     else:
         render(results, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
     if any("error" in r for r in results):
+        sys.exit(1)
+
+
+@click.command("bench-compare")
+@click.argument("reports", nargs=-1, required=True, metavar="REFERENCE.json OTHER.json...")
+@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit 1 when a target the reference meets is missed, or a new defect against greedy appears.")
+def bench_compare(reports: tuple[str, ...], fmt: str, fail_on_regression: bool) -> None:
+    """Compare `clueue bench -o json` reports, the first one as the reference.
+
+    Lines up each scenario's figures with their change against the reference, and the
+    targets with whether each report meets them; warns when reports differ in seed, scale,
+    repeats, time budget or replay settings. Compare runs made one after another: timings
+    move by 10-20% between runs on a shared machine.
+    """
+    if len(reports) < 2:
+        raise click.UsageError("give at least two reports: the reference, then the ones to compare with it")
+    try:
+        comparison = compare([load_report(p) for p in reports])
+    except ReportError as e:
+        raise click.ClickException(str(e)) from None
+    if fmt == "json":
+        click.echo(json.dumps(comparison.to_dict(), indent=2))
+    else:
+        render_comparison(comparison, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
+    if fail_on_regression and comparison.regressions:
         sys.exit(1)
