@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import Container, Iterable
 
 from .errors import PolicyError
 from .paths import expand_path, read_text
@@ -26,7 +26,7 @@ from .facts import Predicate
 
 __all__ = [
     "PolicyFile", "Policy", "load_policy", "read_policy", "builtin_files", "check_safety", "forbidden_constructs",
-    "PARTS", "EnginePredicate", "ENGINE_PREDICATES",
+    "PARTS", "EnginePredicate", "ENGINE_PREDICATES", "IDLE_WITHOUT",
 ]
 
 BUILTIN_PREFIX = "<builtin>/"
@@ -60,11 +60,31 @@ class Policy:
         """True if the rule group ``name`` (e.g. ``quota.lp``) is the one clueue ships."""
         return any(f.name == name and f.path.startswith("<builtin>/") for f in self.files)
 
+    def for_facts(self, present: Container[str]) -> Policy:
+        """The files a cycle whose facts have the predicates ``present`` needs to load.
+
+        A built-in rule group of :data:`IDLE_WITHOUT` decides nothing when no fact of its
+        predicate exists, so a cycle without one leaves it out: clingo prepares every rule it
+        is given, every cycle, whether or not the rule can fire. Only a policy of built-in
+        files is trimmed: a user's file might give such a rule group something to work on.
+        """
+        if self.user_files:
+            return self
+        idle = {name for name, predicate in IDLE_WITHOUT.items() if predicate not in present}
+        kept = tuple(f for f in self.files if f.name not in idle)
+        return self if len(kept) == len(self.files) else Policy(kept)
+
     def digest(self) -> str:
         h = hashlib.sha256()
         for f in self.files:
             h.update(f"{f.name}\0{f.text}\0".encode())
         return "sha256:" + h.hexdigest()[:16]
+
+
+#: Built-in rule groups that decide nothing without some fact of the predicate named: without a
+#: ``preemption/3`` fact no ClusterQueue preempts, so ``preemption.lp`` evicts nothing, and no
+#: other rule group reads what it derives.
+IDLE_WITHOUT = {"preemption.lp": "preemption"}
 
 
 _COMMENT_OR_STRING = re.compile(r'%\*.*?\*%|%[^\n]*|"(?:\\.|[^"\\])*"', re.S)

@@ -91,3 +91,35 @@ def test_docs_policies_md_describes_every_extension_point():
                   "Replacing a rule group", "clueue policy check", "clueue policy test", "clueue policy diff",
                   "research-no-gpu-borrowing", "big-gangs-on-batch", "low-priority-on-spot", "#script"):
         assert topic in text, topic
+
+
+def test_a_cycle_in_which_nothing_preempts_leaves_the_preemption_rules_out(tmp_path, monkeypatch):
+    from clueue.bench.scenarios import generate
+    from clueue.engine import cycle
+    from clueue.engine.policy import Policy
+
+    builtin = load_policy()
+    assert [f.name for f in builtin.for_facts({"quota"}).files] == [
+        f.name for f in builtin.files if f.name != "preemption.lp"]
+    assert builtin.for_facts({"quota", "preemption"}) is builtin
+    extended = load_policy([write(tmp_path / "extra.lp", "#program decide.\n:- admit(W), workload_priority(W,-1).\n")])
+    assert extended.for_facts({"quota"}) is extended  # a user's file might feed those rules
+
+    loaded: list[list[str]] = []
+    real_decide = cycle.decide
+    monkeypatch.setattr(cycle, "decide", lambda facts, policy, **kw: (
+        loaded.append([f.name for f in policy.files]), real_decide(facts, policy, **kw))[1])
+    # Lending limits, StrictFIFO queues and a hierarchy of cohorts; a full backlog whose pending
+    # workloads all get their reasons: each plan is the one the whole policy gives.
+    for name, scale in (("fragmentation", 0.25), ("baseline", 0.02)):
+        snapshot = generate(name, seed=0, scale=scale).snapshot()
+        trimmed = run_cycle(snapshot, builtin).to_dict()
+        assert loaded and "preemption.lp" not in loaded[-1]
+        with monkeypatch.context() as m:
+            m.setattr(Policy, "for_facts", lambda self, present: self)
+            whole = run_cycle(snapshot, builtin).to_dict()
+        assert "preemption.lp" in loaded[-1]
+        for plan in (trimmed, whole):
+            plan.pop("solver")
+        assert trimmed == whole
+    assert {w["state"] for w in whole["workloads"]} == {"admitted", "pending"}
