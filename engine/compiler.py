@@ -216,6 +216,10 @@ def _cluster_queue_facts(units: Mapping[str, Fraction], cq: ClusterQueue) -> tup
         out.add("preemption", cq.name, "withinClusterQueue", cq.within_cluster_queue)
     if cq.reclaim_within_cohort != "Never":
         out.add("preemption", cq.name, "reclaimWithinCohort", cq.reclaim_within_cohort)
+    if cq.borrow_within_cohort != "Never":
+        out.add("preemption", cq.name, "borrowWithinCohort", cq.borrow_within_cohort)
+    if cq.borrow_max_priority is not None:
+        out.add("borrow_max_priority", cq.name, cq.borrow_max_priority)
     for gi, g in enumerate(cq.resource_groups):
         for r in g.covered:
             out.add("cq_resource", cq.name, gi, r)

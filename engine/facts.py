@@ -93,8 +93,13 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        'flavor_fungibility("team-a","whenCanBorrow","TryNextFlavor").'),
     _p("preemption(Q,Kind,Policy)", "str str str",
        "spec.preemption of ClusterQueue Q: Kind withinClusterQueue with Policy LowerPriority or "
-       "LowerOrNewerEqualPriority, or Kind reclaimWithinCohort with Policy LowerPriority or Any (absent: Never).",
+       "LowerOrNewerEqualPriority, Kind reclaimWithinCohort with Policy LowerPriority or Any, or Kind "
+       "borrowWithinCohort (its policy) with Policy LowerPriority (absent: Never).",
        'preemption("team-a","withinClusterQueue","LowerPriority").'),
+    _p("borrow_max_priority(Q,P)", "str int",
+       "spec.preemption.borrowWithinCohort.maxPriorityThreshold of ClusterQueue Q: preempting while "
+       "borrowing takes only workloads of other queues with a priority of at most P.",
+       'borrow_max_priority("team-a",100).'),
     _p("local_queue(NS,LQ,Q)", "str str str", "LocalQueue NS/LQ points to ClusterQueue Q.",
        'local_queue("research","main","team-a").'),
     # -- workloads ------------------------------------------------------------------------------

@@ -141,6 +141,8 @@ class ClusterQueue:
     stopped: bool
     within_cluster_queue: str = "Never"  # preemption: Never, LowerPriority or LowerOrNewerEqualPriority
     reclaim_within_cohort: str = "Never"  # preemption: Never, LowerPriority or Any
+    borrow_within_cohort: str = "Never"  # preemption while borrowing: Never or LowerPriority
+    borrow_max_priority: int | None = None  # borrowWithinCohort.maxPriorityThreshold
 
 
 @dataclass(frozen=True)

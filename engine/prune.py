@@ -420,7 +420,8 @@ class _Preemptors:
     under withinClusterQueue admitted workloads of its queue of lower priority (of equal
     priority too, under LowerOrNewerEqualPriority), under reclaimWithinCohort admitted
     workloads of the other queues of its tree which borrow (of lower priority only, under
-    LowerPriority)."""
+    LowerPriority), under borrowWithinCohort those below its threshold even while its own
+    queue borrows."""
 
     def __init__(self, snapshot: Snapshot, fixed: Iterable[Workload], queues: Mapping[str, str],
                  held: Callable[[Workload], Mapping[tuple[str, str], Fraction]], tree_of: Mapping[str, str]) -> None:
@@ -428,6 +429,7 @@ class _Preemptors:
         self.within = {name: cq.within_cluster_queue for name, cq in cqs.items() if cq.within_cluster_queue != "Never"}
         self.reclaim = {name: cq.reclaim_within_cohort for name, cq in cqs.items()
                         if cq.reclaim_within_cohort != "Never"}
+        self.borrow = {name: cq.borrow_max_priority for name, cq in cqs.items() if cq.borrow_within_cohort != "Never"}
         self.tree_of = tree_of
         self.nominal = {name: _by_resource(_nominal_in(cqs[name].resource_groups))
                         for name in {*self.within, *self.reclaim}}
@@ -451,18 +453,28 @@ class _Preemptors:
         (a preempting workload asks no more than the nominal quota of each flavor it uses), and
         it has possible victims in its queue, or in the other queues that borrow, with room for
         what it asks of some resource in its queue's unused nominal quota of some flavor
-        (preemption.lp's ``may_reclaim/3``)."""
+        (preemption.lp's ``may_reclaim/3``). Under borrowWithinCohort it may ask more than
+        its queue's nominal quota, and a workload of another queue that borrows, below its
+        threshold, is a possible victim even when its own queue has no room left."""
         nominal = self.nominal.get(cq, {})
-        if not all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items()):
+        borrow = cq in self.borrow
+        if not borrow and not all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items()):
             return False
         within, reclaim = self.within.get(cq), self.reclaim.get(cq)
         if within and any(p < priority or (p == priority and within == "LowerOrNewerEqualPriority")
                           for p in self.priorities.get(cq, ())):
             return True
-        if not reclaim or not any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()):
+        if not reclaim:
             return False
-        lenders = (p for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
-                   for p in self.priorities[other])
+        lenders = [p for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
+                   for p in self.priorities[other]]
+        if borrow:
+            most = self.borrow[cq]
+            threshold = priority if most is None else min(priority, most + 1)
+            if any(p < threshold for p in lenders):
+                return True
+        if not any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()):
+            return False
         return any(reclaim == "Any" or p < priority for p in lenders)
 
 

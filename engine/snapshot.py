@@ -395,6 +395,12 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
     strategy = f.string("spec.queueingStrategy", "BestEffortFIFO")
     if strategy not in ("BestEffortFIFO", "StrictFIFO"):
         raise f.fail("spec.queueingStrategy", f"expected BestEffortFIFO or StrictFIFO, got {strategy!r}")
+    reclaim = _choice(f, "spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any"))
+    borrow = _choice(f, "spec.preemption.borrowWithinCohort.policy", ("Never", "LowerPriority"))
+    if borrow != "Never" and reclaim == "Never":
+        # Kueue's API refuses it too: preempting in the cohort while borrowing builds on reclaiming.
+        raise f.fail("spec.preemption.borrowWithinCohort.policy",
+                     "LowerPriority needs spec.preemption.reclaimWithinCohort other than Never")
     return ClusterQueue(
         name=f.name,
         cohort=f.string("spec.cohortName") or f.string("spec.cohort"),
@@ -408,16 +414,11 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         stopped=f.string("spec.stopPolicy", "None") not in ("None", None),
         within_cluster_queue=_choice(f, "spec.preemption.withinClusterQueue",
                                      ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
-        reclaim_within_cohort=_choice(f, "spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
+        reclaim_within_cohort=reclaim,
+        borrow_within_cohort=borrow,
+        borrow_max_priority=f.integer("spec.preemption.borrowWithinCohort.maxPriorityThreshold")
+        if borrow != "Never" else None,
     )
-
-
-def _unsupported_preemption(f: Fields) -> list[str]:
-    """Notices for the preemption settings clueue reads but does not act on yet."""
-    path = "spec.preemption.borrowWithinCohort.policy"
-    if _choice(f, path, ("Never", "LowerPriority")) == "Never":
-        return []
-    return [f"{f.doc.source}: ClusterQueue {f.name}: {path}: not supported yet, treated as Never"]
 
 
 def _choice(f: Fields, path: str, allowed: tuple[str, ...]) -> str:
@@ -545,8 +546,6 @@ def build_snapshot(documents: Iterable[Document]) -> Snapshot:
         if key in collected[attr]:
             notices.append(f"{doc.source}: {kind} {key} appears again; the later copy is used")
         collected[attr][key] = parse(fields)
-        if kind == "ClusterQueue":
-            notices.extend(_unsupported_preemption(fields))
 
     for document in documents:
         add(document)

@@ -28,7 +28,9 @@ def test_the_suite_covers_every_rule_group_and_ships_with_the_package():
                   "LowerOrNewerEqualPriority", "does not preempt, though it could borrow",
                   "fits does not preempt", "may borrow", "reclaims from one that borrows",
                   "reclaims no more than its own nominal quota", "one workload of a ClusterQueue preempts per cycle",
-                  "could never preempt does not hold back", "could never free enough"):
+                  "could never preempt does not hold back", "could never free enough",
+                  "borrowWithinCohort preempts a lower priority", "maxPriorityThreshold keeps",
+                  "takes no workload of its own priority or above"):
         assert topic in titles, topic
 
 

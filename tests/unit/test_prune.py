@@ -11,14 +11,18 @@ from tests.builders import cluster_queue, flavor, local_queue, quota, run, workl
 def many_shapes(seed, preempt=False):
     """Random queues and workloads; with ``preempt``, queues preempt lower priorities and each
     holds admitted workloads of low priority; with ``preempt="reclaim"`` they also reclaim
-    within their cohort, and hold more, so that some borrow."""
+    within their cohort, and hold more, so that some borrow; with ``preempt="borrow"`` most
+    of them may also preempt in their cohort while they borrow."""
     rng = random.Random(seed)
     objs = [flavor("od"), flavor("spot")]
     for c in range(4):
         strategy = "StrictFIFO" if c == 3 else None
         preemption = {"withinClusterQueue": "LowerPriority"} if preempt else None
-        if preempt == "reclaim":
+        if preempt in ("reclaim", "borrow"):
             preemption["reclaimWithinCohort"] = rng.choice(["Any", "LowerPriority"])
+        if preempt == "borrow" and rng.random() < 0.7:
+            preemption["borrowWithinCohort"] = {"policy": "LowerPriority",
+                                                **({"maxPriorityThreshold": rng.choice([1, 5])} if rng.random() < 0.5 else {})}
         objs.append(cluster_queue(f"cq{c}", {"od": {"cpu": quota(rng.randint(2, 6), rng.choice([None, 2]), rng.choice([None, 1]))},
                                              "spot": {"cpu": rng.randint(0, 3)}},
                                   cohort=f"co{c % 2}", strategy=strategy, preemption=preemption))
@@ -61,7 +65,7 @@ def same_as_unpruned(objs, tmp_path):
 # with no victims at all, in a tree with lending limits (353).
 @pytest.mark.parametrize("seed,preempt", [(seed, False) for seed in range(12)] +
                          [(seed, True) for seed in (*range(8), 44, 149, 226, 353)] +
-                         [(seed, "reclaim") for seed in range(8)])
+                         [(seed, "reclaim") for seed in range(8)] + [(seed, "borrow") for seed in range(8)])
 def test_pruned_plan_equals_unpruned_plan(seed, preempt, tmp_path):
     pruned, unpruned = pruned_and_unpruned(many_shapes(seed, preempt), tmp_path)
     assert pruned.solver.pruned > 0 and unpruned.solver.pruned == 0

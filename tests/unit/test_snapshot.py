@@ -96,11 +96,24 @@ def test_newer_fungibility_names_load_as_the_older_ones():
         build_snapshot([Document("a", body)])
 
 
-def test_preemption_settings_are_read_and_those_clueue_does_not_act_on_yet_are_noticed():
+def test_preemption_settings_are_read():
     cq = cluster_queue("cq", preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
-                                         "borrowWithinCohort": {"policy": "LowerPriority"}})
+                                         "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 7}})
     snap = build_snapshot([Document("q.yaml#1", cq)])
-    assert snap.cluster_queues["cq"].within_cluster_queue == "LowerPriority"
-    assert snap.cluster_queues["cq"].reclaim_within_cohort == "Any"
-    assert snap.notices == ("q.yaml#1: ClusterQueue cq: spec.preemption.borrowWithinCohort.policy: not supported "
-                            "yet, treated as Never",)
+    read = snap.cluster_queues["cq"]
+    assert (read.within_cluster_queue, read.reclaim_within_cohort) == ("LowerPriority", "Any")
+    assert (read.borrow_within_cohort, read.borrow_max_priority) == ("LowerPriority", 7)
+    assert snap.notices == ()
+
+
+def test_preempting_while_borrowing_without_reclaiming_is_refused():
+    # Kueue's API refuses it as well: borrowWithinCohort builds on reclaimWithinCohort.
+    cq = cluster_queue("cq", preemption={"borrowWithinCohort": {"policy": "LowerPriority"}})
+    with pytest.raises(SnapshotError, match=r"q.yaml#1.*ClusterQueue cq.*spec.preemption.borrowWithinCohort.policy.*"
+                                            r"reclaimWithinCohort other than Never"):
+        build_snapshot([Document("q.yaml#1", cq)])
+    cq["spec"]["preemption"] = {"reclaimWithinCohort": "Any", "borrowWithinCohort": {"policy": "Sometimes"}}
+    with pytest.raises(SnapshotError, match="spec.preemption.borrowWithinCohort.policy"):
+        build_snapshot([Document("q.yaml#1", cq)])
+
+
