@@ -33,6 +33,11 @@ class _Latency(click.ParamType):
         return value
 
 
+def _stdout() -> Console:
+    """Tables on stdout: as wide as the terminal, or 160 columns when piped."""
+    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+
+
 @click.command()
 @click.option("--scenario", "scenarios", multiple=True, default=("baseline",), show_default=True,
               type=click.Choice([*SCENARIO_NAMES, "all"]), help="Scenario to run; repeatable; 'all' runs every one.")
@@ -81,7 +86,7 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
     if fmt == "json":
         click.echo(to_json(results, env), nl=False)
     else:
-        render(results, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
+        render(results, _stdout())
     if any("error" in r for r in results):
         sys.exit(1)
 
@@ -108,6 +113,6 @@ def bench_compare(reports: tuple[str, ...], fmt: str, fail_on_regression: bool) 
     if fmt == "json":
         click.echo(json.dumps(comparison.to_dict(), indent=2))
     else:
-        render_comparison(comparison, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
+        render_comparison(comparison, _stdout())
     if fail_on_regression and comparison.regressions:
         sys.exit(1)

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .report import REPORT_VERSION
+from .report import REPORT_VERSION, met_cell
 
 __all__ = ["ReportError", "Report", "Metric", "Comparison", "load_report", "compare", "render_comparison", "METRICS"]
 
@@ -106,6 +106,10 @@ def _at(*keys: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda entry: _get(entry, *keys)
 
 
+def _percent(share: Any) -> float | None:
+    return None if share is None else 100.0 * share
+
+
 #: The figures compared, in the order shown.
 METRICS: tuple[Metric, ...] = (
     Metric("cycle", "wall (median)", _at("cycle", "timings", "wall", "median"), " s", digits=3),
@@ -122,10 +126,6 @@ METRICS: tuple[Metric, ...] = (
       for c in ("small", "medium", "large")),
     Metric("replay", "evictions", _evictions, digits=0),
 )
-
-
-def _percent(share: Any) -> float | None:
-    return None if share is None else 100.0 * share
 
 
 #: What must be equal for two entries of a scenario to measure the same thing.
@@ -255,8 +255,7 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
                 cells.append(_shown(m, v) + delta)
             table.add_row(f"{m.part}: {name}", *cells)
         for name, met in comparison.targets[s].items():
-            table.add_row(f"target {name}", *("–" if v is None else "[green]met[/]" if v else "[bold red]MISSED[/]"
-                                              for v in met))
+            table.add_row(f"target {name}", *("–" if v is None else met_cell(v) for v in met))
         console.print(table)
     for line in comparison.regressions:
         console.print(f"[bold red]regression[/] {escape(line)}")

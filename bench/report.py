@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-__all__ = ["environment", "to_json", "render", "progress_bar", "REPORT_VERSION"]
+__all__ = ["environment", "to_json", "render", "progress_bar", "met_cell", "REPORT_VERSION"]
 
 REPORT_VERSION = "clueue.dev/v1"
 
@@ -97,7 +97,8 @@ def _res(r: Mapping[str, float], key: str = "cpu") -> str:
     return f"{r.get(key, 0):g}"
 
 
-def _ok(met: bool) -> str:
+def met_cell(met: bool) -> str:
+    """A target's status as a table cell."""
     return "[green]met[/]" if met else "[bold red]MISSED[/]"
 
 
@@ -135,11 +136,11 @@ def render(results: Sequence[Mapping[str, Any]], console: Console) -> None:
         targets.add_column(col)
     for r in results:
         if "error" in r:
-            targets.add_row(r["scenario"], "benchmark", "runs", "error", _ok(False))
+            targets.add_row(r["scenario"], "benchmark", "runs", "error", met_cell(False))
             continue
         for part in ("cycle", "replay"):
             for t in r.get(part, {}).get("targets", []):
-                targets.add_row(r["scenario"], f"{part}: {t['name']}", t["target"], str(t["value"]), _ok(t["met"]))
+                targets.add_row(r["scenario"], f"{part}: {t['name']}", t["target"], str(t["value"]), met_cell(t["met"]))
     console.print(targets)
 
     replays = [r for r in ok if "replay" in r]
