@@ -52,6 +52,9 @@ def _stdout() -> Console:
 @click.option("--replay-interval", type=click.IntRange(min=0), default=0, show_default=True, metavar="MS",
               help="Least virtual time between the starts of two replay cycles; 0 runs the next cycle as soon as "
                    "the last one's decision is applied, as Kueue's scheduler does (more: a batching window).")
+@click.option("--replay-runs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Replays per scenario; figures and targets are then the median over the runs, "
+                   "as measured latency makes each run differ.")
 @click.option("--time-budget", type=click.FloatRange(min=0.01), default=10.0, show_default=True, metavar="SECONDS",
               help="Solver time budget of each cycle.")
 @click.option("--write-snapshot", "write_dir", metavar="DIR",
@@ -61,7 +64,8 @@ def _stdout() -> Console:
               help="Extra policy file or directory, as for `clueue plan`; a file named like a built-in one replaces it.")
 @click.option("--in-process", is_flag=True, help="Run in this process (memory figures then add up across scenarios).")
 def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, replay: bool, replay_latency: str,
-          replay_interval: int, time_budget: float, write_dir: str | None, fmt: str, policies: tuple[str, ...], in_process: bool) -> None:
+          replay_interval: int, replay_runs: int, time_budget: float, write_dir: str | None, fmt: str,
+          policies: tuple[str, ...], in_process: bool) -> None:
     """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
 
     Prints a table (with a progress bar on stderr) or, with -o json, a JSON report for
@@ -74,7 +78,8 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
                 click.echo(str(path))
         return
     options = BenchOptions(repeat=repeat, seed=seed, scale=scale, time_budget=time_budget, replay=replay,
-                           latency=replay_latency, interval_ms=replay_interval, policies=tuple(str(Path(p).resolve()) for p in policies))
+                           latency=replay_latency, interval_ms=replay_interval, replay_runs=replay_runs,
+                           policies=tuple(str(Path(p).resolve()) for p in policies))
     try:
         load_policy(options.policies)  # fail here, not in every benchmark process
     except ClueueError as e:

@@ -137,6 +137,7 @@ _SETTINGS: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = (
     ("time budget", _at("cycle", "timeBudgetSeconds")),
     ("replay latency", _at("replay", "latency")),
     ("replay interval", _at("replay", "minIntervalMs")),
+    ("replay runs", _at("replay", "runs")),
 )
 
 

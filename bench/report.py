@@ -17,7 +17,7 @@ import sys
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -90,7 +90,14 @@ def _s(v: float) -> str:
 
 
 def _timing(t: Mapping[str, float]) -> str:
-    return f"{_s(t['median'])} [{_s(t['min'])}–{_s(t['max'])}]" if t["max"] > t["min"] else _s(t["median"])
+    return _ranged(t["median"], t, _s)
+
+
+def _ranged(value: float, spread: Mapping[str, float] | None, shown: Callable[[float], str]) -> str:
+    """``value`` as ``shown``, followed by the [min–max] of ``spread`` when they differ."""
+    if spread and spread["max"] > spread["min"]:
+        return f"{shown(value)} [{shown(spread['min'])}–{shown(spread['max'])}]"
+    return shown(value)
 
 
 def _res(r: Mapping[str, float], key: str = "cpu") -> str:
@@ -145,19 +152,23 @@ def render(results: Sequence[Mapping[str, Any]], console: Console) -> None:
 
     replays = [r for r in ok if "replay" in r]
     if replays:
-        table = Table(title="Replay in virtual time (admission: average seconds from arrival)")
+        table = Table(title="Replay in virtual time (admission: average seconds from arrival; "
+                            "over several runs, median \\[min–max])")
         for col in ("scenario", "cycles", "cycle wall", "makespan", "limit", "ratio", "utilization",
                     "small", "medium", "large", "other classes", "never"):
             table.add_column(col, justify="left" if col in ("scenario", "other classes") else "right")
         for r in replays:
             p = r["replay"]
             adm = p["admissionSeconds"]
-            kueue = [f"{adm[c]['average']:.2f}" if c in adm else "–" for c in ("small", "medium", "large")]
+            spreads = p.get("spread", {})
+            kueue = [_ranged(adm[c]["average"], spreads.get("admissionSeconds", {}).get(c), "{:.2f}".format) if c in adm else "–"
+                     for c in ("small", "medium", "large")]
             other = ", ".join(f"{c} {v['average']:.2f}" for c, v in adm.items() if c not in ("small", "medium", "large"))
-            table.add_row(f"{r['scenario']} ({p['latency']}, interval {p['minIntervalMs']} ms)", str(p["cycles"]), _timing(p["cycleWallSeconds"]),
-                          f"{p['makespanSeconds']:.1f} s", f"{p['physicalLimitSeconds']:.1f} s",
-                          f"{p['makespanOverLimit']:.2f}x" if p["makespanOverLimit"] else "–",
-                          f"{p['utilization']:.1%}", *kueue, other, str(p["neverAdmitted"]))
+            runs = f", {p['runs']} runs" if p.get("runs", 1) > 1 else ""
+            table.add_row(f"{r['scenario']} ({p['latency']}, interval {p['minIntervalMs']} ms{runs})", str(p["cycles"]),
+                          _timing(p["cycleWallSeconds"]), f"{p['makespanSeconds']:.1f} s", f"{p['physicalLimitSeconds']:.1f} s",
+                          _ranged(p["makespanOverLimit"], spreads.get("makespanOverLimit"), "{:.2f}x".format) if p["makespanOverLimit"] else "–",
+                          _ranged(p["utilization"], spreads.get("utilization"), "{:.1%}".format), *kueue, other, str(p["neverAdmitted"]))
         console.print(table)
     for r in results:
         if "error" in r:

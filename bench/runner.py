@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from clueue.engine import load_policy
 
 from .cycle import cycle_benchmark
-from .replay import replay
+from .replay import combine_runs, replay
 from .scenarios import generate
 
 __all__ = ["BenchOptions", "run_scenario", "run_benchmarks"]
@@ -34,12 +34,13 @@ class BenchOptions:
     replay: bool = False
     latency: str = "measured"
     interval_ms: int = 0  # least virtual time between two replay cycles
+    replay_runs: int = 1  # replays per scenario, combined by median (replay.combine_runs)
     policies: tuple[str, ...] = ()  # extra or overriding policy files, as for `clueue plan --policy`
 
 
 def units(options: BenchOptions) -> float:
-    """Progress units of one scenario: one per cycle, plus 100 for the replay."""
-    return options.repeat + (100.0 if options.replay else 0.0)
+    """Progress units of one scenario: one per cycle, plus 100 per replay."""
+    return options.repeat + (100.0 * options.replay_runs if options.replay else 0.0)
 
 
 def run_scenario(name: str, options: BenchOptions, progress: Progress | None = None) -> dict[str, Any]:
@@ -61,10 +62,15 @@ def run_scenario(name: str, options: BenchOptions, progress: Progress | None = N
     done[0] = float(options.repeat)
     report(name, "cycles done", done[0], total)
     if options.replay:
-        def on_replay(finished: int, all_: int) -> None:
-            report(name, f"replay {finished}/{all_} finished", options.repeat + 100.0 * finished / max(all_, 1), total)
-        result["replay"] = replay(scenario, time_budget=options.time_budget, latency=options.latency,
-                                  min_interval_ms=options.interval_ms, policy=policy, progress=on_replay)
+        runs = []
+        for i in range(options.replay_runs):
+            run = f"replay {i + 1}/{options.replay_runs}" if options.replay_runs > 1 else "replay"
+
+            def on_replay(finished: int, all_: int, run: str = run, before: float = options.repeat + 100.0 * i) -> None:
+                report(name, f"{run}: {finished}/{all_} finished", before + 100.0 * finished / max(all_, 1), total)
+            runs.append(replay(scenario, time_budget=options.time_budget, latency=options.latency,
+                               min_interval_ms=options.interval_ms, policy=policy, progress=on_replay))
+        result["replay"] = combine_runs(runs)
     report(name, "done", total, total)
     return result
 

@@ -76,6 +76,21 @@ def test_bench_replay_interval_and_latency_reach_the_replay():
     assert replayed["finished"] == replayed["workloads"]
 
 
+def test_bench_replays_as_often_as_asked():
+    args = ["bench", "--scenario", "baseline", "--scale", "0.01", "--repeat", "1", "--in-process", "--replay",
+            "--replay-latency", "zero", "--replay-runs", "2"]
+    result = CliRunner().invoke(main, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    replayed = json.loads(result.stdout)["scenarios"][0]["replay"]
+    assert replayed["runs"] == 2 and len(replayed["perRun"]) == 2
+    # Instant decisions make runs identical: the median is each run's figure.
+    assert replayed["admissionSeconds"]["small"]["average"] == replayed["perRun"][0]["admissionSeconds"]["small"]["average"]
+    assert all(t["value"].endswith("(median of 2 runs)") for t in replayed["targets"])
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0, table.output
+    assert "Replay in virtual time" in table.stdout
+
+
 def test_bench_refuses_a_latency_it_cannot_read():
     result = CliRunner().invoke(main, ["bench", "--replay", "--replay-latency", "5s"])
     assert result.exit_code == 2
