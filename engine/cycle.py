@@ -26,7 +26,7 @@ from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
 from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
-from .solver import Decision, Explanation, decide, explain
+from .solver import Decision, Explanation, SolveStats, decide, explain
 from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 
 __all__ = ["run_cycle", "Session", "compile_snapshot"]
@@ -104,6 +104,23 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
 
 _EXPLAIN_GRACE_SECONDS = 1.0
 
+#: The decision of a cycle in which selection proves that nothing can be admitted or evicted.
+_NOTHING = Decision({}, {}, (), {}, {}, (), SolveStats(optimal=True))
+
+
+def _solve(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], policy: Policy,
+           deadline: float, memo: Memo) -> tuple[_Round, int, frozenset[str]]:
+    """Solve longer and longer prefixes of the ranked candidates until no candidate beyond
+    the cut could have been admitted, or the budget ends. Returns the last round, the number
+    of rounds, and the candidates the budget cut short (beyond the cut, and might have fit)."""
+    cut, rounds = selection.prefix(), 0
+    while True:
+        rounds += 1
+        done = _round(snapshot, selection, units, cut, policy, deadline, memo)
+        if done.complete or not done.unsolved or time.monotonic() >= deadline:
+            return done, rounds, frozenset() if done.complete else frozenset(done.unsolved)
+        cut = selection.grown(cut, 4 ** rounds)
+
 
 def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> Plan:
     """Run one decision cycle and return its plan.
@@ -152,32 +169,35 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     units = resource_units(snapshot, selection.fixed + selection.ranked)
     t1 = time.monotonic()
 
-    cut, rounds = selection.prefix(), 0
-    while True:
-        rounds += 1
-        done = _round(snapshot, selection, units, cut, policy, deadline, memo)
-        if done.complete or not done.unsolved or time.monotonic() >= deadline:
-            break
-        cut = selection.grown(cut, 4 ** rounds)
+    cut_short: frozenset[str] = frozenset()
+    if selection.admits_nothing():
+        # Nothing can be admitted or evicted, so the actions need no solve; a controller that
+        # only applies them never pays for one. The entries, which say why each workload
+        # waits, solve when first read, with a budget of their own.
+        later = functools.cache(lambda: _solve(snapshot, selection, units, policy,
+                                               time.monotonic() + config.time_budget, memo))
+        entries = Entries(lambda: _entries(built, later()[0], config, later()[2]))
+        decision, rounds, unsolved = _NOTHING, 0, len(selection.ranked)
+    else:
+        done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo)
+        entries = Entries(functools.partial(_entries, built, done, config, cut_short))
+        decision, unsolved = done.decision, len(done.unsolved)
     t2 = time.monotonic()
-    # Stopped by the budget with candidates beyond the cut that might have fit: say so.
-    cut_short = frozenset() if done.complete else frozenset(done.unsolved)
 
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
-    actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), done.decision)
+    actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), decision)
     actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
-    stats = done.decision.stats
+    stats = decision.stats
     solver = SolverInfo(
         compile_seconds=t1 - t0, ground_seconds=stats.ground_seconds, solve_seconds=stats.solve_seconds,
         explain_seconds=t2 - t1 - stats.ground_seconds - stats.solve_seconds,
         total_seconds=time.monotonic() - t0,
         optimal=stats.optimal and not cut_short,
         budget_seconds=config.time_budget, budget_exhausted=stats.budget_exhausted or bool(cut_short),
-        candidates=len(done.decision.ranked), pruned=len(selection.stand_in) + len(done.unsolved),
+        candidates=len(decision.ranked), pruned=len(selection.stand_in) + unsolved,
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    entries = Entries(functools.partial(_entries, built, done, config, cut_short))
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices)
 

@@ -152,6 +152,14 @@ class Selection:
         end = max((i + 1 for i, (inside, _, _, _) in enumerate(self._sides(cut)) if inside), default=0)
         return dict(Counter(tree for tree, _ in self.demand[:end]))
 
+    def admits_nothing(self) -> bool:
+        """Whether the decision can only be to admit and evict nothing: no candidate needs less
+        than its quota tree has free of its nominal quota, and none might preempt. Only under
+        the built-in policy alone (``independent``): user files might admit by other rules,
+        and with selection off every pending workload is among ``fixed``."""
+        return self.independent and not any(self.preempts) and not any(
+            _fits(needs, self.capacity.get(tree, {})) for tree, needs in self.demand)
+
     def split(self, cut: Mapping[str, int]) -> tuple[list[Workload], list[Workload]]:
         """The candidates ``cut`` solves and the others, each in rank order."""
         solved: list[Workload] = []

@@ -211,3 +211,32 @@ def test_a_flavor_held_beyond_its_quota_takes_nothing_from_the_others(tmp_path):
             [workload(f"w{i}", ns="n", minute=1 + i) for i in range(4)]]
     pruned = same_as_unpruned(objs, tmp_path)
     assert [w.name for w in pruned.workloads if w.state == "admitted" and w.name.startswith("n/w")] == ["n/w0", "n/w1"]
+
+
+def full_queue(preemption=None):
+    # cq runs a workload of priority 0 that takes all of its 4 CPUs; w1 (priority 5) and w2 wait.
+    return [flavor("od"), cluster_queue("cq", {"od": {"cpu": 4}}, preemption=preemption), local_queue("cq"),
+            workload("running", cpu=4, priority=0, minute=0, admitted_in=("cq", "od")),
+            workload("w1", cpu=2, priority=5, minute=1), workload("w2", cpu=1, priority=0, minute=2)]
+
+
+def test_a_cycle_in_which_nothing_fits_solves_only_when_asked_why(monkeypatch, tmp_path):
+    # Nothing fits and nothing may be preempted: the plan admits and evicts nothing without a
+    # solve (a controller applying its actions pays for none); reading why the workloads wait
+    # solves once, and the plan is the one a full solve makes.
+    from clueue.engine import cycle
+    solves = []
+    real_decide = cycle.decide
+    monkeypatch.setattr(cycle, "decide", lambda *a, **k: solves.append(a) or real_decide(*a, **k))
+    plan = run(full_queue())
+    assert plan.solver.rounds == 0 and plan.solver.candidates == 0 and plan.solver.optimal
+    assert not [a for a in plan.actions if a.kind in ("admit", "preempt")] and not solves
+    assert [r.code for r in plan.workload("default/w1").reasons] == ["InsufficientQuota"]
+    assert len(solves) == 1
+    assert comparable(plan) == comparable(same_as_unpruned(full_queue(), tmp_path))
+
+
+def test_a_cycle_in_which_nothing_fits_still_solves_when_a_workload_may_preempt(tmp_path):
+    plan = same_as_unpruned(full_queue({"withinClusterQueue": "LowerPriority"}), tmp_path)
+    assert plan.solver.rounds == 1
+    assert [a.workload for a in plan.actions if a.kind == "preempt"] == ["default/running"]
