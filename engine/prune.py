@@ -314,7 +314,8 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     for number, members in index.shapes.items():
         tree = tree_of[members[0].cluster_queue]
         head = members[0]
-        preempts[number] = preemptors.may_preempt(head.cluster_queue, head.workload.priority, head.needs)
+        preempts[number] = preemptors.may_preempt(head.cluster_queue, head.workload.priority, head.needs,
+                                                  free.get(tree, {}))
         # What is admitted beside this cycle's victims fits the free quota; a queue has one
         # preemptor a cycle (preemption.lp).
         limit = _bound(head.needs, free.get(tree, {})) + int(preempts[number]) + 1
@@ -441,13 +442,14 @@ class _Preemptors:
         self.tree_of = tree_of
         self.nominal = {name: _by_resource(_nominal_in(cqs[name].resource_groups))
                         for name in {*self.within, *self.reclaim}}
-        self.priorities: dict[str, list[int]] = defaultdict(list)  # queue -> its admitted workloads' priorities
+        self.held = held
+        self.admitted: dict[str, list[Workload]] = defaultdict(list)  # queue -> its admitted workloads
         # queue -> its nominal quota less what it holds (only where some queue reclaims)
         self.unused = {name: _nominal_in(cq.resource_groups) for name, cq in cqs.items()} if self.reclaim else {}
         for w in fixed:
             cq = queues.get(f"{w.namespace}/{w.queue}", "")
             if w.admission is not None and not w.finished and cq in cqs and (cq in self.within or self.reclaim):
-                self.priorities[cq].append(w.priority)
+                self.admitted[cq].append(w)
                 for k, v in held(w).items() if self.reclaim else ():
                     self.unused[cq][k] -= v
         self.borrowing: dict[str, list[str]] = defaultdict(list)  # tree -> its queues that hold beyond nominal
@@ -455,7 +457,7 @@ class _Preemptors:
             if any(v < 0 for v in unused.values()):
                 self.borrowing[tree_of[cq]].append(cq)
 
-    def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction]) -> bool:
+    def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
         """Whether a workload of ``priority`` needing ``needs`` might be admitted by preempting:
         it needs no more of any resource than its queue's nominal quota of all flavors together
         (a preempting workload asks no more than the nominal quota of each flavor it uses), and
@@ -463,19 +465,26 @@ class _Preemptors:
         what it asks of some resource in its queue's unused nominal quota of some flavor
         (preemption.lp's ``may_reclaim/3``). Under borrowWithinCohort it may ask more than
         its queue's nominal quota, and a workload of another queue that borrows, below its
-        threshold, is a possible victim even when its own queue has no room left."""
+        threshold, is a possible victim even when its own queue has no room left.
+
+        When only its own queue's workloads can be its victims, they and what its tree has free
+        (``free``) must hold all it needs (else preemption.lp finds it ``hopeless/1``)."""
         nominal = self.nominal.get(cq, {})
         borrow = cq in self.borrow
         if not borrow and not all(v <= nominal.get(r, Fraction(0)) for r, v in needs.items()):
             return False
         within, reclaim = self.within.get(cq), self.reclaim.get(cq)
-        if within and any(p < priority or (p == priority and within == "LowerOrNewerEqualPriority")
-                          for p in self.priorities.get(cq, ())):
-            return True
+        if within:
+            # Equal priorities count under LowerOrNewerEqualPriority, newer or not: more victims
+            # than the policy's can only make this answer yes where the policy's is no.
+            victims = [w for w in self.admitted.get(cq, ()) if w.priority < priority
+                       or (w.priority == priority and within == "LowerOrNewerEqualPriority")]
+            if victims and (reclaim or _fits(needs, self._plus(free, victims))):
+                return True
         if not reclaim:
             return False
-        lenders = [p for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
-                   for p in self.priorities[other]]
+        lenders = [w.priority for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
+                   for w in self.admitted[other]]
         if borrow:
             most = self.borrow[cq]
             threshold = priority if most is None else min(priority, most + 1)
@@ -484,6 +493,14 @@ class _Preemptors:
         if not any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()):
             return False
         return any(reclaim == "Any" or p < priority for p in lenders)
+
+    def _plus(self, free: Mapping[str, Fraction], victims: Iterable[Workload]) -> dict[str, Fraction]:
+        """``free`` with what ``victims`` hold added, resource by resource over all flavors."""
+        out = defaultdict(Fraction, free)
+        for w in victims:
+            for (_, r), v in self.held(w).items():
+                out[r] += v
+        return out
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:

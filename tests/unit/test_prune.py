@@ -240,3 +240,15 @@ def test_a_cycle_in_which_nothing_fits_still_solves_when_a_workload_may_preempt(
     plan = same_as_unpruned(full_queue({"withinClusterQueue": "LowerPriority"}), tmp_path)
     assert plan.solver.rounds == 1
     assert [a.workload for a in plan.actions if a.kind == "preempt"] == ["default/running"]
+
+
+def test_a_workload_whose_possible_victims_hold_too_little_does_not_count_as_a_preemptor(tmp_path):
+    # w1 (priority 5) could only take the 1 CPU of "low" (priority 0); "high" (priority 9)
+    # holds the other 3 of cq's 4. Evicting "low" cannot make room for w1's 2 CPUs: no solve.
+    objs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 4}}, preemption={"withinClusterQueue": "LowerPriority"}),
+            local_queue("cq"), workload("high", cpu=3, priority=9, minute=0, admitted_in=("cq", "od")),
+            workload("low", cpu=1, priority=0, minute=0, admitted_in=("cq", "od")),
+            workload("w1", cpu=2, priority=5, minute=1)]
+    plan = same_as_unpruned(objs, tmp_path)
+    assert plan.solver.rounds == 0
+    assert plan.workload("default/w1").state == "pending" and not plan.actions
