@@ -63,7 +63,7 @@ def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fractio
     solved, beyond = selection.split(cut)
     unsolved = tuple(w.key for w in beyond)
     decided = compile_facts(snapshot, selection.fixed + tuple(solved), units, memo)
-    policy = policy.for_facts(decided.lines)
+    policy = policy.for_facts(decided.lines, selection.idle_rule_groups)
     decision = decide(render_facts(decided.lines), policy, budget=max(0.0, deadline - time.monotonic()))
 
     # Members of a shape share their explanation: a left-out solved one explains the others of

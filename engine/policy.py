@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Container, Iterable
+from typing import Collection, Container, Iterable
 
 from .errors import PolicyError
 from .paths import expand_path, read_text
@@ -60,17 +60,19 @@ class Policy:
         """True if the rule group ``name`` (e.g. ``quota.lp``) is the one clueue ships."""
         return any(f.name == name and f.path.startswith("<builtin>/") for f in self.files)
 
-    def for_facts(self, present: Container[str]) -> Policy:
+    def for_facts(self, present: Container[str], idle: Collection[str] = ()) -> Policy:
         """The files a cycle whose facts have the predicates ``present`` needs to load.
 
         A built-in rule group of :data:`IDLE_WITHOUT` decides nothing when no fact of its
         predicate exists, so a cycle without one leaves it out: clingo prepares every rule it
-        is given, every cycle, whether or not the rule can fire. Only a policy of built-in
-        files is trimmed: a user's file might give such a rule group something to work on.
+        is given, every cycle, whether or not the rule can fire. ``idle`` names built-in rule
+        groups the caller knows to decide nothing this cycle for another reason (candidate
+        selection: no candidate might preempt). Only a policy of built-in files is trimmed: a
+        user's file might give such a rule group something to work on.
         """
         if self.user_files:
             return self
-        idle = {name for name, predicate in IDLE_WITHOUT.items() if predicate not in present}
+        idle = {*idle, *(name for name, predicate in IDLE_WITHOUT.items() if predicate not in present)}
         kept = tuple(f for f in self.files if f.name not in idle)
         return self if len(kept) == len(self.files) else Policy(kept)
 

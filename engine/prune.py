@@ -152,6 +152,14 @@ class Selection:
         end = max((i + 1 for i, (inside, _, _, _) in enumerate(self._sides(cut)) if inside), default=0)
         return dict(Counter(tree for tree, _ in self.demand[:end]))
 
+    @property
+    def idle_rule_groups(self) -> tuple[str, ...]:
+        """Built-in rule groups that can decide nothing this cycle (for ``Policy.for_facts``):
+        ``preemption.lp`` when no candidate might preempt, under the built-in policy alone
+        (``independent``). No ``may_preempt/1`` atom, no eviction: nothing else it derives is
+        read by another rule group or by the explanation."""
+        return ("preemption.lp",) if self.independent and not any(self.preempts) else ()
+
     def admits_nothing(self) -> bool:
         """Whether the decision can only be to admit and evict nothing: no candidate needs less
         than its quota tree has free of its nominal quota, and none might preempt. Only under

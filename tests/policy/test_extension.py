@@ -110,13 +110,14 @@ def test_a_cycle_in_which_nothing_preempts_leaves_the_preemption_rules_out(tmp_p
     monkeypatch.setattr(cycle, "decide", lambda facts, policy, **kw: (
         loaded.append([f.name for f in policy.files]), real_decide(facts, policy, **kw))[1])
     # Lending limits, StrictFIFO queues and a hierarchy of cohorts; a full backlog whose pending
-    # workloads all get their reasons: each plan is the one the whole policy gives.
-    for name, scale in (("fragmentation", 0.25), ("baseline", 0.02)):
+    # workloads all get their reasons; queues that preempt, with nothing admitted yet to take
+    # (no candidate might preempt): each plan is the one the whole policy gives.
+    for name, scale in (("fragmentation", 0.25), ("baseline", 0.02), ("baseline-preemption", 0.02)):
         snapshot = generate(name, seed=0, scale=scale).snapshot()
         trimmed = run_cycle(snapshot, builtin).to_dict()
         assert loaded and "preemption.lp" not in loaded[-1]
         with monkeypatch.context() as m:
-            m.setattr(Policy, "for_facts", lambda self, present: self)
+            m.setattr(Policy, "for_facts", lambda self, present, idle=(): self)
             whole = run_cycle(snapshot, builtin).to_dict()
         assert "preemption.lp" in loaded[-1]
         for plan in (trimmed, whole):

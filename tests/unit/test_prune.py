@@ -236,8 +236,14 @@ def test_a_cycle_in_which_nothing_fits_solves_only_when_asked_why(monkeypatch, t
     assert comparable(plan) == comparable(same_as_unpruned(full_queue(), tmp_path))
 
 
-def test_a_cycle_in_which_nothing_fits_still_solves_when_a_workload_may_preempt(tmp_path):
+def test_a_cycle_in_which_nothing_fits_still_solves_when_a_workload_may_preempt(monkeypatch, tmp_path):
+    from clueue.engine import cycle
+    loaded = []
+    real_decide = cycle.decide
+    monkeypatch.setattr(cycle, "decide", lambda facts, policy, **kw: (
+        loaded.append({f.name for f in policy.files}), real_decide(facts, policy, **kw))[1])
     plan = same_as_unpruned(full_queue({"withinClusterQueue": "LowerPriority"}), tmp_path)
+    assert "preemption.lp" in loaded[0]
     assert plan.solver.rounds == 1
     assert [a.workload for a in plan.actions if a.kind == "preempt"] == ["default/running"]
 
