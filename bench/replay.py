@@ -33,7 +33,7 @@ import statistics
 import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from clueue.engine import Config, Policy, Session, Snapshot, load_policy
 from clueue.engine.objects import Admission, KueueWorkload, PodSetAdmission
@@ -270,9 +270,9 @@ def combine_runs(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if len(runs) == 1:
         return {**first, "runs": 1}
 
-    def median(read: Callable[[Mapping[str, Any]], float | None]) -> float | None:
-        values = [v for v in map(read, runs) if v is not None]  # makespanOverLimit is None without quota
-        return round(statistics.median(values), 4) if values else None
+    def median(values: Iterable[float | None]) -> float | None:
+        present = [v for v in values if v is not None]  # makespanOverLimit is None without quota
+        return round(statistics.median(present), 4) if present else None
 
     classes = sorted({c for r in runs for c in r["admissionSeconds"]})
     admission = {c: [r["admissionSeconds"][c] for r in runs if c in r["admissionSeconds"]] for c in classes}
@@ -283,10 +283,10 @@ def combine_runs(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "finished": min(r["finished"] for r in runs),
         "neverAdmitted": max(r["neverAdmitted"] for r in runs),
         **{k: round(statistics.median(r[k] for r in runs)) for k in ("cycles", "cyclesOverBudget")},
-        "cycleWallSeconds": {"median": median(lambda r: r["cycleWallSeconds"]["median"]),
+        "cycleWallSeconds": {"median": median(w["median"] for w in walls),
                              "min": min(w["min"] for w in walls), "max": max(w["max"] for w in walls)},
-        **{k: median(lambda r, k=k: r[k]) for k in ("engineSeconds", "realSeconds", "makespanSeconds",
-                                                    "physicalLimitSeconds", "makespanOverLimit", "utilization")},
+        **{k: median(r[k] for r in runs) for k in ("engineSeconds", "realSeconds", "makespanSeconds",
+                                                   "physicalLimitSeconds", "makespanOverLimit", "utilization")},
         "admissionSeconds": {c: {"average": round(statistics.median(a["average"] for a in v), 3),
                                  "max": max(a["max"] for a in v), "count": round(statistics.median(a["count"] for a in v))}
                              for c, v in admission.items()},

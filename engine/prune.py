@@ -153,20 +153,23 @@ class Selection:
         return dict(Counter(tree for tree, _ in self.demand[:end]))
 
     @property
+    def preempts_nothing(self) -> bool:
+        """Whether no candidate might be admitted by preempting, so nothing is evicted. Only
+        under the built-in policy alone (``independent``): user files might preempt by other
+        rules, and with selection off every pending workload is among ``fixed``."""
+        return self.independent and not any(self.preempts)
+
+    @property
     def idle_rule_groups(self) -> tuple[str, ...]:
         """Built-in rule groups that can decide nothing this cycle (for ``Policy.for_facts``):
-        ``preemption.lp`` when no candidate might preempt, under the built-in policy alone
-        (``independent``). No ``may_preempt/1`` atom, no eviction: nothing else it derives is
-        read by another rule group or by the explanation."""
-        return ("preemption.lp",) if self.independent and not any(self.preempts) else ()
+        ``preemption.lp`` when nothing is preempted. Without a ``may_preempt/1`` atom nothing
+        it derives is read by another rule group, nor by the explanation."""
+        return ("preemption.lp",) if self.preempts_nothing else ()
 
     def admits_nothing(self) -> bool:
-        """Whether the decision can only be to admit and evict nothing: no candidate needs less
-        than its quota tree has free of its nominal quota, and none might preempt. Only under
-        the built-in policy alone (``independent``): user files might admit by other rules,
-        and with selection off every pending workload is among ``fixed``."""
-        return self.independent and not any(self.preempts) and not any(
-            _fits(needs, self.capacity.get(tree, {})) for tree, needs in self.demand)
+        """Whether the decision can only be to admit and evict nothing: nothing is preempted,
+        and no candidate needs as little as its quota tree has free of its nominal quota."""
+        return self.preempts_nothing and not any(_fits(needs, self.capacity.get(tree, {})) for tree, needs in self.demand)
 
     def split(self, cut: Mapping[str, int]) -> tuple[list[Workload], list[Workload]]:
         """The candidates ``cut`` solves and the others, each in rank order."""
