@@ -152,8 +152,12 @@ def render(results: Sequence[Mapping[str, Any]], console: Console) -> None:
 
     replays = [r for r in ok if "replay" in r]
     if replays:
-        table = Table(title="Replay in virtual time (admission: average seconds from arrival; "
-                            "over several runs, median \\[min–max])")
+        # One command replays every scenario with the same settings: they go in the title.
+        first = replays[0]["replay"]
+        runs = first.get("runs", 1)
+        table = Table(title=f"Replay in virtual time ({first['latency']} latency, interval {first['minIntervalMs']} ms"
+                            + (f", median \\[min–max] over {runs} runs" if runs > 1 else "")
+                            + "; admission: average seconds from arrival)")
         for col in ("scenario", "cycles", "cycle wall", "makespan", "limit", "ratio", "utilization",
                     "small", "medium", "large", "other classes", "never"):
             table.add_column(col, justify="left" if col in ("scenario", "other classes") else "right")
@@ -164,8 +168,7 @@ def render(results: Sequence[Mapping[str, Any]], console: Console) -> None:
             kueue = [_ranged(adm[c]["average"], spreads.get("admissionSeconds", {}).get(c), "{:.2f}".format) if c in adm else "–"
                      for c in ("small", "medium", "large")]
             other = ", ".join(f"{c} {v['average']:.2f}" for c, v in adm.items() if c not in ("small", "medium", "large"))
-            runs = f", {p['runs']} runs" if p.get("runs", 1) > 1 else ""
-            table.add_row(f"{r['scenario']} ({p['latency']}, interval {p['minIntervalMs']} ms{runs})", str(p["cycles"]),
+            table.add_row(r["scenario"], str(p["cycles"]),
                           _timing(p["cycleWallSeconds"]), f"{p['makespanSeconds']:.1f} s", f"{p['physicalLimitSeconds']:.1f} s",
                           _ranged(p["makespanOverLimit"], spreads.get("makespanOverLimit"), "{:.2f}x".format) if p["makespanOverLimit"] else "–",
                           _ranged(p["utilization"], spreads.get("utilization"), "{:.1%}".format), *kueue, other, str(p["neverAdmitted"]))
