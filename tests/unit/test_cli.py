@@ -40,6 +40,18 @@ def test_plan_json_and_yaml_carry_the_same_versioned_data():
         a for a in as_json["actions"] if a["kind"] == "delete-pod").items()
 
 
+def test_plan_says_when_a_cycle_needed_no_solve(tmp_path):
+    # The queue's 4 CPUs are taken: the waiting workload cannot fit, and nothing preempts.
+    from tests.builders import cluster_queue, flatten, flavor, local_queue, workload
+    docs = flatten([flavor("od"), cluster_queue("cq", {"od": {"cpu": 4}}), local_queue("cq"),
+                    workload("running", cpu=4, admitted_in=("cq", "od")), workload("waiting", cpu=2)])
+    (tmp_path / "snap.yaml").write_text(yaml.safe_dump_all(docs))
+    result = invoke("plan", str(tmp_path / "snap.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "Solver: no solve needed (nothing pending fits, nothing may preempt)" in result.output
+    assert "0 free in its nominal quota" in result.output  # why it waits, solved when printed
+
+
 def test_plan_reads_stdin():
     text = "".join(p.read_text() + "\n---\n" for p in sorted(Path(EXAMPLE).glob("*.yaml")))
     result = invoke("plan", "-", "-o", "json", input=text)
