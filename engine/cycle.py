@@ -174,9 +174,10 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         # Nothing can be admitted or evicted, so the actions need no solve; a controller that
         # only applies them never pays for one. The entries, which say why each workload
         # waits, solve when first read, with a budget of their own.
-        later = functools.cache(lambda: _solve(snapshot, selection, units, policy,
-                                               time.monotonic() + config.time_budget, memo))
-        entries = Entries(lambda: _entries(built, later()[0], config, later()[2]))
+        def solved_entries() -> tuple[WorkloadEntry, ...]:
+            done, _, short = _solve(snapshot, selection, units, policy, time.monotonic() + config.time_budget, memo)
+            return _entries(built, done, config, short)
+        entries = Entries(solved_entries)
         decision, rounds, unsolved = _NOTHING, 0, len(selection.ranked)
     else:
         done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo)

@@ -169,7 +169,8 @@ class Selection:
     def admits_nothing(self) -> bool:
         """Whether the decision can only be to admit and evict nothing: nothing is preempted,
         and no candidate needs as little as its quota tree has free of its nominal quota."""
-        return self.preempts_nothing and not any(_fits(needs, self.capacity.get(tree, {})) for tree, needs in self.demand)
+        return self.preempts_nothing and not any(_fits(needs, self.capacity.get(tree, {}))
+                                                 for tree, needs in self.demand)
 
     def split(self, cut: Mapping[str, int]) -> tuple[list[Workload], list[Workload]]:
         """The candidates ``cut`` solves and the others, each in rank order."""
@@ -468,7 +469,8 @@ class _Preemptors:
             if any(v < 0 for v in unused.values()):
                 self.borrowing[tree_of[cq]].append(cq)
 
-    def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
+    def may_preempt(self, cq: str, priority: int, needs: Mapping[str, Fraction],
+                    free: Mapping[str, Fraction]) -> bool:
         """Whether a workload of ``priority`` needing ``needs`` might be admitted by preempting:
         it needs no more of any resource than its queue's nominal quota of all flavors together
         (a preempting workload asks no more than the nominal quota of each flavor it uses), and
@@ -490,7 +492,9 @@ class _Preemptors:
             # than the policy's can only make this answer yes where the policy's is no.
             victims = [w for w in self.admitted.get(cq, ()) if w.priority < priority
                        or (w.priority == priority and within == "LowerOrNewerEqualPriority")]
-            if victims and (reclaim or _fits(needs, self._plus(free, victims))):
+            held = _by_resource(*map(self.held, victims)) if victims and not reclaim else {}
+            if victims and (reclaim or _fits(needs, {r: free.get(r, Fraction(0)) + held.get(r, Fraction(0))
+                                                      for r in needs})):
                 return True
         if not reclaim:
             return False
@@ -504,14 +508,6 @@ class _Preemptors:
         if not any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()):
             return False
         return any(reclaim == "Any" or p < priority for p in lenders)
-
-    def _plus(self, free: Mapping[str, Fraction], victims: Iterable[Workload]) -> dict[str, Fraction]:
-        """``free`` with what ``victims`` hold added, resource by resource over all flavors."""
-        out = defaultdict(Fraction, free)
-        for w in victims:
-            for (_, r), v in self.held(w).items():
-                out[r] += v
-        return out
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:
@@ -535,8 +531,10 @@ def _nominal_in(groups: Iterable[ResourceGroup]) -> dict[tuple[str, str], Fracti
     return out
 
 
-def _by_resource(amounts: Mapping[tuple[str, str], Fraction]) -> dict[str, Fraction]:
+def _by_resource(*amounts: Mapping[tuple[str, str], Fraction]) -> dict[str, Fraction]:
+    """Amounts by (flavor, resource), summed by resource over the flavors and the mappings."""
     out: dict[str, Fraction] = defaultdict(Fraction)
-    for (_, r), v in amounts.items():
-        out[r] += v
+    for each in amounts:
+        for (_, r), v in each.items():
+            out[r] += v
     return dict(out)
