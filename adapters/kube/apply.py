@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -42,15 +42,14 @@ from kubernetes.client.exceptions import ApiException
 from clueue.engine import Plan, WorkloadEntry
 
 from .kinds import KUEUE_GROUP, kueue_version
+from .retry import missing_is_none, update_with_retry
 
-__all__ = ["ApplyResult", "apply_plan", "update_with_retry", "GATE", "FINALIZER", "MANAGER"]
+__all__ = ["ApplyResult", "apply_plan", "GATE", "FINALIZER", "MANAGER"]
 
 GATE = "kueue.x-k8s.io/admission"
 FINALIZER = "kueue.x-k8s.io/managed"
 MANAGER = "clueue"
-_TRIES = 5
 _MESSAGE_LIMIT = 32 * 1024  # condition messages are capped by the API at 32 KiB
-T = TypeVar("T")
 
 
 @dataclass
@@ -63,42 +62,6 @@ class ApplyResult:
 
     def summary(self) -> str:
         return f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed"
-
-
-def update_with_retry(read: Callable[[], T | None], change: Callable[[T], T | None],
-                      write: Callable[[T], Any], *, tries: int = _TRIES) -> bool:
-    """Read an object, change it, write it with the read resourceVersion; re-read on conflict.
-
-    ``change`` returns None when nothing needs to change. Returns True if a write happened,
-    False if the object is gone or already as wanted.
-
-    Raises:
-        ApiException: any error other than a conflict, or a conflict ``tries`` times in a row.
-    """
-    for attempt in range(tries):
-        current = read()
-        if current is None:
-            return False
-        changed = change(current)
-        if changed is None:
-            return False
-        try:
-            write(changed)
-            return True
-        except ApiException as e:
-            if e.status != 409 or attempt == tries - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    return False
-
-
-def _missing_is_none(call: Callable[[], T]) -> T | None:
-    try:
-        return call()
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
 
 
 def _now() -> str:
@@ -134,7 +97,7 @@ class _Applier:
 
     # -- Workloads -------------------------------------------------------------------------
     def _get_workload(self, ns: str, name: str) -> dict[str, Any] | None:
-        return _missing_is_none(lambda: self.custom.get_namespaced_custom_object(
+        return missing_is_none(lambda: self.custom.get_namespaced_custom_object(
             KUEUE_GROUP, self.version, ns, "workloads", name))
 
     def _new_workload(self, entry: WorkloadEntry) -> dict[str, Any]:
@@ -212,7 +175,7 @@ class _Applier:
 
     # -- Pods ------------------------------------------------------------------------------
     def _get_pod(self, ns: str, name: str) -> client.V1Pod | None:
-        return _missing_is_none(lambda: self.core.read_namespaced_pod(name, ns))
+        return missing_is_none(lambda: self.core.read_namespaced_pod(name, ns))
 
     def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str],
                annotations: dict[str, str]) -> None:

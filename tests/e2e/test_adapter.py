@@ -15,7 +15,8 @@ from kubernetes import client
 
 from clueue.adapters.cli import main
 from clueue.adapters.kube import ClusterCache, apply_plan, read_cluster
-from clueue.adapters.kube.apply import GATE, update_with_retry
+from clueue.adapters.kube.apply import GATE
+from clueue.adapters.kube.retry import update_with_retry
 from clueue.engine import load_policy, run_cycle
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
