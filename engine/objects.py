@@ -15,9 +15,14 @@ __all__ = [
     "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
+    "STOP_POLICIES",
 ]
 
 Resources = Mapping[str, Fraction]
+
+#: A queue's ``spec.stopPolicy`` (Kueue): None admits; Hold admits nothing new; HoldAndDrain
+#: also evicts what it admitted.
+STOP_POLICIES = ("None", "Hold", "HoldAndDrain")
 
 
 @dataclass(frozen=True)
@@ -138,11 +143,16 @@ class ClusterQueue:
     queueing_strategy: str  # BestEffortFIFO or StrictFIFO
     when_can_borrow: str  # Borrow or TryNextFlavor
     when_can_preempt: str  # Preempt or TryNextFlavor
-    stopped: bool
+    stop_policy: str  # one of STOP_POLICIES
     within_cluster_queue: str = "Never"  # preemption: Never, LowerPriority or LowerOrNewerEqualPriority
     reclaim_within_cohort: str = "Never"  # preemption: Never, LowerPriority or Any
     borrow_within_cohort: str = "Never"  # preemption while borrowing: Never or LowerPriority
     borrow_max_priority: int | None = None  # borrowWithinCohort.maxPriorityThreshold
+
+    @property
+    def stopped(self) -> bool:
+        """Admits nothing new (Hold or HoldAndDrain)."""
+        return self.stop_policy != "None"
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,12 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
+    stop_policy: str = "None"  # one of STOP_POLICIES
+
+    @property
+    def stopped(self) -> bool:
+        """Admits nothing new (Hold or HoldAndDrain)."""
+        return self.stop_policy != "None"
 
 
 @dataclass(frozen=True)
@@ -198,6 +214,7 @@ class KueueWorkload:
     created: int
     reclaimable: Mapping[str, int] = field(default_factory=dict)
     owned_by_pods: bool = False  # made for plain pods: it stands for them and ends with them
+    active: bool = True  # spec.active: false keeps it from being admitted and evicts it
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
@@ -20,7 +20,7 @@ from .objects import (
     Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodSetAdmission, PodSetSpec, PriorityClass,
     Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
-    WorkloadPriorityClass,
+    WorkloadPriorityClass, STOP_POLICIES,
 )
 from .quantity import parse_quantity
 
@@ -30,6 +30,9 @@ KUEUE_PREFIX = "kueue.x-k8s.io/"
 # Where a grouped pod keeps its role once clueue has ungated it (ungating changes the hashed spec).
 ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
 KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+_AT_PATH: Any = object()  # an accessor's default ``value``: look the value up by its path
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,11 @@ _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_class
 
 
 class Fields:
-    """Typed access to one object's fields; every error names source, object and field."""
+    """Typed access to one object's fields; every error names source, object and field.
+
+    The accessors take a dotted ``path`` into the object, or the ``value`` already found at
+    that path (``path`` then only names it in errors). An absent value (None) gives the default.
+    """
 
     def __init__(self, doc: Document, kind: str) -> None:
         self.doc = doc
@@ -111,7 +118,10 @@ class Fields:
             raise SnapshotError("a name is required", source=doc.source, obj=kind, field="metadata.name")
         self.name: str = meta["name"]
         ns = meta.get("namespace")
-        self.namespace: str = ns if isinstance(ns, str) and ns else "default"
+        if ns is not None and not isinstance(ns, str):
+            raise SnapshotError(f"expected a string, got {ns!r}", source=doc.source, obj=f"{kind} {self.name}",
+                                field="metadata.namespace")
+        self.namespace: str = ns or "default"
         self.kind = kind
         self.meta = meta
 
@@ -132,34 +142,49 @@ class Fields:
             node = node.get(part)
         return default if node is None else node
 
+    def _at(self, path: str, value: Any) -> Any:
+        return self.get(path) if value is _AT_PATH else value
+
     def typed(self, path: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
         if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
             raise self.fail(path, f"expected {what}, got {value!r}")
         return value
 
-    def string(self, path: str, default: str | None = None) -> str | None:
-        value = self.get(path)
+    def string(self, path: str, default: str | None = None, value: Any = _AT_PATH) -> str | None:
+        value = self._at(path, value)
         return default if value is None else self.typed(path, value, str, "a string")
 
-    def integer(self, path: str, default: int | None = None) -> int | None:
-        value = self.get(path)
+    def integer(self, path: str, default: int | None = None, value: Any = _AT_PATH) -> int | None:
+        value = self._at(path, value)
         return default if value is None else self.typed(path, value, int, "an integer")
 
-    def mapping(self, path: str) -> Mapping[str, Any]:
-        return self.typed(path, self.get(path, {}), Mapping, "an object")
+    def flag(self, path: str, default: bool = False, value: Any = _AT_PATH) -> bool:
+        value = self._at(path, value)
+        return default if value is None else self.typed(path, value, bool, "true or false")
 
-    def items(self, path: str, value: Any = None) -> list[Any]:
-        value = self.get(path, []) if value is None else value
-        return self.typed(path, value, list, "a list")
+    def mapping(self, path: str, value: Any = _AT_PATH) -> Mapping[str, Any]:
+        value = self._at(path, value)
+        return {} if value is None else self.typed(path, value, Mapping, "an object")
 
-    def string_map(self, path: str, value: Any = None) -> dict[str, str]:
-        raw = self.mapping(path) if value is None else self.typed(path, value, Mapping, "an object")
-        out: dict[str, str] = {}
+    def items(self, path: str, value: Any = _AT_PATH) -> list[Any]:
+        value = self._at(path, value)
+        return [] if value is None else self.typed(path, value, list, "a list")
+
+    def objects(self, path: str, value: Any = _AT_PATH) -> list[tuple[str, Mapping[str, Any]]]:
+        """A list of objects, each with its own path (``path[i]``)."""
+        return [(f"{path}[{i}]", self.mapping(f"{path}[{i}]", v)) for i, v in enumerate(self.items(path, value))]
+
+    def strings(self, path: str, value: Any = _AT_PATH) -> tuple[str, ...]:
+        return tuple(self.typed(f"{path}[{i}]", v, str, "a string") for i, v in enumerate(self.items(path, value)))
+
+    def string_map(self, path: str, value: Any = _AT_PATH) -> dict[str, str]:
+        raw = self.mapping(path, value)
         for k, v in raw.items():
+            if not isinstance(k, str):
+                raise self.fail(path, f"expected string keys, got {k!r}")
             if not isinstance(v, str):
                 raise self.fail(f"{path}.{k}", f"expected a string value, got {v!r}")
-            out[str(k)] = v
-        return out
+        return dict(raw)
 
     def quantity(self, path: str, value: Any) -> Fraction:
         try:
@@ -171,19 +196,26 @@ class Fields:
         return q
 
     def resources(self, path: str, value: Any) -> dict[str, Fraction]:
-        raw = self.typed(path, value if value is not None else {}, Mapping, "an object of quantities")
-        return {str(k): self.quantity(f"{path}.{k}", v) for k, v in raw.items()}
+        raw = self.mapping(path, value)
+        return {self.typed(path, k, str, "resource names"): self.quantity(f"{path}.{k}", v) for k, v in raw.items()}
 
     def timestamp(self) -> int:
+        """``metadata.creationTimestamp`` in seconds since the epoch (0 if unset); a time
+        without a zone is UTC, as Kubernetes writes them (and YAML reads unquoted ones)."""
         raw = self.meta.get("creationTimestamp")
         if raw is None:
             return 0
-        if isinstance(raw, datetime):
-            return int(raw.timestamp())
         try:
-            return int(datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp())
+            stamp = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
         except ValueError:
             raise self.fail("metadata.creationTimestamp", f"{raw!r} is not an RFC 3339 time") from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=timezone.utc)
+        # A difference of aware times: .timestamp() fails near year 1 in some time zones.
+        return int((stamp - _EPOCH).total_seconds())
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,36 +228,33 @@ def parse_selector(f: Fields, path: str) -> LabelSelector | None:
         return None
     f.typed(path, raw, Mapping, "a label selector")
     exprs = []
-    for i, e in enumerate(f.items(f"{path}.matchExpressions", raw.get("matchExpressions") or [])):
-        p = f"{path}.matchExpressions[{i}]"
-        op = e.get("operator") if isinstance(e, Mapping) else None
+    for p, e in f.objects(f"{path}.matchExpressions", raw.get("matchExpressions")):
+        op = e.get("operator")
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             raise f.fail(f"{p}.operator", f"expected In, NotIn, Exists or DoesNotExist, got {op!r}")
-        exprs.append(Requirement(str(e.get("key", "")), op, tuple(str(v) for v in e.get("values") or ())))
-    labels = f.string_map(f"{path}.matchLabels", raw.get("matchLabels") or {})
+        exprs.append(Requirement(f.string(f"{p}.key", "", e.get("key")) or "", op, f.strings(f"{p}.values", e.get("values"))))
+    labels = f.string_map(f"{path}.matchLabels", raw.get("matchLabels"))
     return LabelSelector(tuple(sorted(labels.items())), tuple(exprs))
 
 
 def _taints(f: Fields, path: str, value: Any) -> tuple[Taint, ...]:
     out = []
-    for i, t in enumerate(f.items(path, value or [])):
-        p = f"{path}[{i}]"
-        f.typed(p, t, Mapping, "a taint")
+    for p, t in f.objects(path, value):
         if not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             raise f.fail(p, "a taint needs a key and an effect of NoSchedule, PreferNoSchedule or NoExecute")
-        out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
+        out.append(Taint(f.string(f"{p}.key", value=t["key"]) or "", f.string(f"{p}.value", "", t.get("value")) or "",
+                         t["effect"]))
     return tuple(out)
 
 
 def _tolerations(f: Fields, path: str, value: Any) -> tuple[Toleration, ...]:
     out = []
-    for i, t in enumerate(f.items(path, value or [])):
-        p = f"{path}[{i}]"
-        f.typed(p, t, Mapping, "a toleration")
+    for p, t in f.objects(path, value):
         op = t.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise f.fail(f"{p}.operator", f"expected Equal or Exists, got {op!r}")
-        out.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), str(t.get("effect") or "")))
+        text = {k: f.string(f"{p}.{k}", "", t.get(k)) or "" for k in ("key", "value", "effect")}
+        out.append(Toleration(text["key"], op, text["value"], text["effect"]))
     return tuple(out)
 
 
@@ -248,23 +277,21 @@ def parse_pod_shape(f: Fields, path: str, spec: Any) -> PodShape:
     """
     spec = f.typed(path, spec if spec is not None else {}, Mapping, "a pod spec")
 
-    def container_requests(kind: str, i: int, c: Any) -> dict[str, Fraction]:
-        p = f"{path}.{kind}[{i}].resources"
-        f.typed(f"{path}.{kind}[{i}]", c, Mapping, "a container")
-        res = c.get("resources") or {}
-        req = f.resources(f"{p}.requests", res.get("requests"))
-        for k, v in f.resources(f"{p}.limits", res.get("limits")).items():
+    def container_requests(p: str, c: Mapping[str, Any]) -> dict[str, Fraction]:
+        res = f.mapping(f"{p}.resources", c.get("resources"))
+        req = f.resources(f"{p}.resources.requests", res.get("requests"))
+        for k, v in f.resources(f"{p}.resources.limits", res.get("limits")).items():
             req.setdefault(k, v)
         return req
 
     total: dict[str, Fraction] = {}
-    for i, c in enumerate(f.items(f"{path}.containers", spec.get("containers") or [])):
-        for k, v in container_requests("containers", i, c).items():
+    for p, c in f.objects(f"{path}.containers", spec.get("containers")):
+        for k, v in container_requests(p, c).items():
             total[k] = total.get(k, Fraction(0)) + v
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
-    for i, c in enumerate(f.items(f"{path}.initContainers", spec.get("initContainers") or [])):
-        req = container_requests("initContainers", i, c)
+    for p, c in f.objects(f"{path}.initContainers", spec.get("initContainers")):
+        req = container_requests(p, c)
         if c.get("restartPolicy") == "Always":
             for k, v in req.items():
                 sidecars[k] = sidecars.get(k, Fraction(0)) + v
@@ -278,22 +305,36 @@ def parse_pod_shape(f: Fields, path: str, spec: Any) -> PodShape:
     for k, v in f.resources(f"{path}.overhead", spec.get("overhead")).items():
         total[k] = total.get(k, Fraction(0)) + v
 
-    selector = f.string_map(f"{path}.nodeSelector", spec.get("nodeSelector") or {})
+    selector = f.string_map(f"{path}.nodeSelector", spec.get("nodeSelector"))
     asks = {k: (v,) for k, v in selector.items()}
-    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
-    if len(terms) == 1:  # several terms are alternatives (OR): no single label is required
-        for e in terms[0].get("matchExpressions") or []:
-            if e.get("operator") == "In":
-                values = tuple(str(v) for v in e.get("values") or ())
-                key = str(e.get("key"))
-                asks[key] = tuple(v for v in values if v in asks[key]) if key in asks else values
+    affinity = spec.get("affinity")
+    if affinity is not None:
+        for key, values in _required_node_labels(f, f"{path}.affinity", affinity).items():
+            asks[key] = tuple(v for v in values if v in asks[key]) if key in asks else values
     return PodShape(
         requests={k: v for k, v in sorted(total.items()) if v > 0},
         node_selector=selector,
         node_labels=tuple(NodeLabelRequirement(k, v) for k, v in sorted(asks.items())),
         tolerations=_tolerations(f, f"{path}.tolerations", spec.get("tolerations")),
     )
+
+
+def _required_node_labels(f: Fields, path: str, affinity: Any) -> dict[str, tuple[str, ...]]:
+    """Node label values a required node affinity asks for (``In`` expressions of its one term)."""
+    node = f.mapping(path, affinity)
+    for part in ("nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"):
+        path = f"{path}.{part}"
+        node = f.mapping(path, node.get(part))
+    terms = f.objects(f"{path}.nodeSelectorTerms", node.get("nodeSelectorTerms"))
+    asks: dict[str, tuple[str, ...]] = {}
+    if len(terms) == 1:  # several terms are alternatives (OR): no single label is required
+        term_path, term = terms[0]
+        for p, e in f.objects(f"{term_path}.matchExpressions", term.get("matchExpressions")):
+            values = f.strings(f"{p}.values", e.get("values"))
+            key = f.string(f"{p}.key", "", e.get("key")) or ""
+            if e.get("operator") == "In":
+                asks[key] = tuple(v for v in values if v in asks[key]) if key in asks else values
+    return asks
 
 
 def role_hash(body: Mapping[str, Any]) -> str:
@@ -323,51 +364,46 @@ def role_hash(body: Mapping[str, Any]) -> str:
 def _pod(f: Fields) -> Pod:
     shape = parse_pod_shape(f, "spec", f.get("spec"))
     owners = []
-    for i, o in enumerate(f.items("metadata.ownerReferences", f.meta.get("ownerReferences") or [])):
-        f.typed(f"metadata.ownerReferences[{i}]", o, Mapping, "an owner reference")
-        if o.get("controller"):
-            group = str(o.get("apiVersion", "")).rpartition("/")[0]
-            owners.append(f"{group}/{o.get('kind')}")
-    gates = tuple(str(g.get("name")) for g in f.items("spec.schedulingGates") if isinstance(g, Mapping))
-    annotations = f.string_map("metadata.annotations", f.meta.get("annotations") or {})
+    for p, o in f.objects("metadata.ownerReferences", f.meta.get("ownerReferences")):
+        if f.flag(f"{p}.controller", value=o.get("controller")):
+            group = (f.string(f"{p}.apiVersion", "", o.get("apiVersion")) or "").rpartition("/")[0]
+            owners.append(f"{group}/{f.string(f'{p}.kind', value=o.get('kind'))}")
+    gates = tuple(f.string(f"{p}.name", "", g.get("name")) or "" for p, g in f.objects("spec.schedulingGates"))
+    labels = f.string_map("metadata.labels", f.meta.get("labels"))
+    annotations = f.string_map("metadata.annotations", f.meta.get("annotations"))
+    try:
+        role = annotations.get(ROLE_HASH_ANNOTATION) or role_hash(f.doc.body)
+    except (TypeError, ValueError) as e:  # e.g. keys of different types, which JSON cannot sort
+        raise f.fail("spec", f"cannot be hashed into a pod role: {e}") from None
     return Pod(
-        namespace=f.namespace, name=f.name, uid=str(f.meta.get("uid") or ""),
-        labels=f.string_map("metadata.labels", f.meta.get("labels") or {}),
-        annotations=annotations, created=f.timestamp(),
+        namespace=f.namespace, name=f.name, uid=f.string("metadata.uid", "") or "",
+        labels=labels, annotations=annotations, created=f.timestamp(),
         phase=f.string("status.phase", "Pending") or "Pending",
         deleting=f.meta.get("deletionTimestamp") is not None, scheduling_gates=gates,
         owner_kinds=tuple(owners), priority=f.integer("spec.priority"),
         priority_class_name=f.string("spec.priorityClassName"), requests=shape.requests,
         node_labels=shape.node_labels, node_selector=shape.node_selector,
-        tolerations=shape.tolerations,
-        role_hash=annotations.get(ROLE_HASH_ANNOTATION) or role_hash(f.doc.body),
-        source=f.doc.source,
+        tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
     )
 
 
 def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
     groups = []
     covered_anywhere: set[str] = set()
-    for gi, g in enumerate(f.items("spec.resourceGroups")):
-        gp = f"spec.resourceGroups[{gi}]"
-        f.typed(gp, g, Mapping, "a resource group")
-        covered = tuple(str(r) for r in f.items(f"{gp}.coveredResources", g.get("coveredResources") or []))
+    for gp, g in f.objects("spec.resourceGroups"):
+        covered = f.strings(f"{gp}.coveredResources", g.get("coveredResources"))
         for r in covered:
             if r in covered_anywhere:
                 raise f.fail(f"{gp}.coveredResources", f"resource {r!r} is covered by more than one group")
             covered_anywhere.add(r)
         flavors = []
-        for fi, fl in enumerate(f.items(f"{gp}.flavors", g.get("flavors") or [])):
-            fp = f"{gp}.flavors[{fi}]"
-            f.typed(fp, fl, Mapping, "a flavor quota")
+        for fp, fl in f.objects(f"{gp}.flavors", g.get("flavors")):
             if not isinstance(fl.get("name"), str):
                 raise f.fail(f"{fp}.name", "the flavor name is required")
             quotas: dict[str, ResourceQuota] = {}
-            for ri, r in enumerate(f.items(f"{fp}.resources", fl.get("resources") or [])):
-                rp = f"{fp}.resources[{ri}]"
-                f.typed(rp, r, Mapping, "a resource quota")
+            for rp, r in f.objects(f"{fp}.resources", fl.get("resources")):
                 name = r.get("name")
-                if name not in covered:
+                if not isinstance(name, str) or name not in covered:
                     raise f.fail(f"{rp}.name", f"resource {name!r} is not in coveredResources {list(covered)}")
                 if r.get("nominalQuota") is None:
                     raise f.fail(f"{rp}.nominalQuota", "a quantity is required")
@@ -375,8 +411,8 @@ def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
                 def limit(key: str) -> Fraction | None:
                     return None if r.get(key) is None else f.quantity(f"{rp}.{key}", r[key])
 
-                quotas[str(name)] = ResourceQuota(f.quantity(f"{rp}.nominalQuota", r["nominalQuota"]),
-                                                  limit("borrowingLimit"), limit("lendingLimit"))
+                quotas[name] = ResourceQuota(f.quantity(f"{rp}.nominalQuota", r["nominalQuota"]),
+                                             limit("borrowingLimit"), limit("lendingLimit"))
             flavors.append(FlavorQuotas(fl["name"], quotas))
         groups.append(ResourceGroup(covered, tuple(flavors)))
     return tuple(groups)
@@ -411,7 +447,7 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         # Newer Kueue versions call Borrow and Preempt "MayStopSearch"; both load the same.
         when_can_borrow=_fungibility(f, "whenCanBorrow", "Borrow"),
         when_can_preempt=_fungibility(f, "whenCanPreempt", "Preempt", default="TryNextFlavor"),
-        stopped=f.string("spec.stopPolicy", "None") not in ("None", None),
+        stop_policy=_choice(f, "spec.stopPolicy", STOP_POLICIES),
         within_cluster_queue=_choice(f, "spec.preemption.withinClusterQueue",
                                      ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
         reclaim_within_cohort=reclaim,
@@ -431,40 +467,41 @@ def _choice(f: Fields, path: str, allowed: tuple[str, ...]) -> str:
 
 def _workload(f: Fields) -> KueueWorkload:
     pod_sets = []
-    for i, ps in enumerate(f.items("spec.podSets")):
-        p = f"spec.podSets[{i}]"
-        f.typed(p, ps, Mapping, "a pod set")
+    for p, ps in f.objects("spec.podSets"):
         count = ps.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise f.fail(f"{p}.count", f"expected a non-negative integer, got {count!r}")
-        shape = parse_pod_shape(f, f"{p}.template.spec", (ps.get("template") or {}).get("spec"))
-        pod_sets.append(PodSetSpec(str(ps.get("name") or "main"), count, shape.requests,
+        template = f.mapping(f"{p}.template", ps.get("template"))
+        shape = parse_pod_shape(f, f"{p}.template.spec", template.get("spec"))
+        pod_sets.append(PodSetSpec(f.string(f"{p}.name", "main", ps.get("name")) or "main", count, shape.requests,
                                    shape.node_labels, shape.tolerations))
     if not pod_sets:
         raise f.fail("spec.podSets", "a Workload needs at least one pod set")
     admission = None
-    adm = f.get("status.admission")
+    adm = f.mapping("status.admission")
     if adm:
         psa = []
-        for i, a in enumerate(f.items("status.admission.podSetAssignments", adm.get("podSetAssignments") or [])):
-            p = f"status.admission.podSetAssignments[{i}]"
-            f.typed(p, a, Mapping, "a pod set assignment")
-            count = a.get("count")
-            psa.append(PodSetAdmission(str(a.get("name")), f.string_map(f"{p}.flavors", a.get("flavors") or {}),
-                                       count if isinstance(count, int) else -1))
-        admission = Admission(str(adm.get("clusterQueue") or ""), tuple(psa))
-    conditions = {c.get("type"): c.get("status") for c in f.items("status.conditions") if isinstance(c, Mapping)}
-    ref = f.get("spec.priorityClassRef")
+        for p, a in f.objects("status.admission.podSetAssignments", adm.get("podSetAssignments")):
+            psa.append(PodSetAdmission(f.string(f"{p}.name", "", a.get("name")) or "",
+                                       f.string_map(f"{p}.flavors", a.get("flavors")),
+                                       f.integer(f"{p}.count", -1, a.get("count"))))  # -1: the pod set's count
+        admission = Admission(f.string("status.admission.clusterQueue", "", adm.get("clusterQueue")) or "", tuple(psa))
+    # Only Finished=True matters; other conditions are Kueue's own business, whatever their shape.
+    finished = any(c.get("type") == "Finished" and c.get("status") == "True"
+                   for c in f.items("status.conditions") if isinstance(c, Mapping))
+    ref = f.mapping("spec.priorityClassRef")
+    reclaimable = {}
+    for p, r in f.objects("status.reclaimablePods"):
+        reclaimable[f.string(f"{p}.name", "", r.get("name")) or ""] = f.integer(f"{p}.count", 0, r.get("count")) or 0
     return KueueWorkload(
         namespace=f.namespace, name=f.name, queue_name=f.string("spec.queueName", "") or "",
         priority=f.integer("spec.priority"),
-        priority_class=f.string("spec.priorityClassName") or (str(ref.get("name")) if isinstance(ref, Mapping) else None),
-        pod_sets=tuple(pod_sets), admission=admission, finished=conditions.get("Finished") == "True",
-        created=f.timestamp(),
-        reclaimable={str(r.get("name")): int(r.get("count", 0)) for r in f.items("status.reclaimablePods")
-                     if isinstance(r, Mapping)},
-        owned_by_pods=any(isinstance(o, Mapping) and o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
-                          for o in f.meta.get("ownerReferences") or []),
+        priority_class=f.string("spec.priorityClassName") or f.string("spec.priorityClassRef.name", value=ref.get("name")),
+        pod_sets=tuple(pod_sets), admission=admission, finished=finished,
+        created=f.timestamp(), reclaimable=reclaimable,
+        owned_by_pods=any(o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
+                          for _, o in f.objects("metadata.ownerReferences", f.meta.get("ownerReferences"))),
+        active=f.flag("spec.active", True),
     )
 
 
@@ -480,7 +517,7 @@ def _local_queue(f: Fields) -> LocalQueue:
     cq = f.string("spec.clusterQueue")
     if not cq:
         raise f.fail("spec.clusterQueue", "the name of a ClusterQueue is required")
-    return LocalQueue(f.namespace, f.name, cq)
+    return LocalQueue(f.namespace, f.name, cq, _choice(f, "spec.stopPolicy", STOP_POLICIES))
 
 
 def _value(f: Fields, path: str = "value") -> int:
@@ -491,17 +528,17 @@ def _value(f: Fields, path: str = "value") -> int:
 
 
 def _node(f: Fields) -> Node:
-    return Node(f.name, f.string_map("metadata.labels", f.meta.get("labels") or {}),
+    return Node(f.name, f.string_map("metadata.labels", f.meta.get("labels")),
                 f.resources("status.allocatable", f.get("status.allocatable")),
-                _taints(f, "spec.taints", f.get("spec.taints")), bool(f.get("spec.unschedulable", False)))
+                _taints(f, "spec.taints", f.get("spec.taints")), f.flag("spec.unschedulable"))
 
 
 # (apiVersion group, kind) -> (snapshot attribute, parser, namespaced key?)
 _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
-    ("", "Namespace"): ("namespaces", lambda f: Namespace(f.name, f.string_map("metadata.labels", f.meta.get("labels") or {})), False),
+    ("", "Namespace"): ("namespaces", lambda f: Namespace(f.name, f.string_map("metadata.labels", f.meta.get("labels"))), False),
     ("", "Node"): ("nodes", _node, False),
     ("", "Pod"): ("pods", _pod, True),
-    ("scheduling.k8s.io", "PriorityClass"): ("priority_classes", lambda f: PriorityClass(f.name, _value(f), bool(f.get("globalDefault", False))), False),
+    ("scheduling.k8s.io", "PriorityClass"): ("priority_classes", lambda f: PriorityClass(f.name, _value(f), f.flag("globalDefault")), False),
     (KUEUE_GROUP, "WorkloadPriorityClass"): ("workload_priority_classes", lambda f: WorkloadPriorityClass(f.name, _value(f)), False),
     (KUEUE_GROUP, "ResourceFlavor"): ("flavors", _flavor, False),
     (KUEUE_GROUP, "ClusterQueue"): ("cluster_queues", _cluster_queue, False),

@@ -310,7 +310,7 @@ class _Builder:
     def _group_from_sets(self, group: str, sets_pod: Pod, all_pods: list[Pod], base: dict[str, Any]) -> Workload:
         try:
             entries = _parse_group_sets(sets_pod)
-        except (ValueError, SnapshotError) as e:
+        except (ValueError, yaml.YAMLError, RecursionError, SnapshotError) as e:  # RecursionError: nested too deep
             return Workload(**base, pod_sets=(), held=(make_reason("InvalidPodGroupSets", group=group, error=str(e)),))
         finished = _group_finished(all_pods, sum(count for count, _ in entries.values()))
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
@@ -399,8 +399,8 @@ def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:
         if template:
             doc = Document(pod.source, {"metadata": {"name": pod.name, "namespace": pod.namespace}})
             f = Fields(doc, "Pod")
-            shape = parse_pod_shape(f, f"metadata.annotations[{SETS_ANNOTATION}][{i}].template.spec",
-                                    template.get("spec") if isinstance(template, dict) else None)
+            path = f"metadata.annotations[{SETS_ANNOTATION}][{i}].template"
+            shape = parse_pod_shape(f, f"{path}.spec", f.mapping(path, template).get("spec"))
             spec = PodSetSpec(entry["name"], count, shape.requests, shape.node_labels, shape.tolerations)
         entries[entry["name"]] = (count, spec)
     return entries
