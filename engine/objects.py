@@ -215,6 +215,7 @@ class KueueWorkload:
     reclaimable: Mapping[str, int] = field(default_factory=dict)
     owned_by_pods: bool = False  # made for plain pods: it stands for them and ends with them
     active: bool = True  # spec.active: false keeps it from being admitted and evicts it
+    labels: Mapping[str, str] = field(default_factory=dict)  # metadata.labels, for `clueue plan -l`
 
 
 @dataclass(frozen=True)

@@ -502,6 +502,7 @@ def _workload(f: Fields) -> KueueWorkload:
         owned_by_pods=any(o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
                           for _, o in f.objects("metadata.ownerReferences", f.meta.get("ownerReferences"))),
         active=f.flag("spec.active", True),
+        labels=f.string_map("metadata.labels", f.meta.get("labels") or {}),
     )
 
 
