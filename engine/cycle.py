@@ -200,7 +200,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
-                snapshot.notices + built.notices)
+                snapshot.notices + built.notices, snapshot.rejected)
 
 
 def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, str]:

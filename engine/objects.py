@@ -15,7 +15,7 @@ __all__ = [
     "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
-    "STOP_POLICIES",
+    "Rejected", "STOP_POLICIES",
 ]
 
 Resources = Mapping[str, Fraction]
@@ -247,3 +247,27 @@ class Pod:
     tolerations: tuple[Toleration, ...]
     role_hash: str
     source: str = field(default="", compare=False, repr=False)  # where it was read, for messages only
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An object clueue could not use, left out of a snapshot read from a live cluster.
+
+    Its kind, names and labels are what could be read of it ("" where even they could not).
+    """
+
+    kind: str
+    api_version: str
+    namespace: str  # "" for cluster-scoped objects
+    name: str
+    uid: str
+    source: str
+    field: str  # the field at fault ("" for the whole object)
+    message: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    queue_name: str = ""  # spec.queueName, for a Workload
+
+    def to_dict(self) -> dict[str, str]:
+        """As a plan lists it (docs/plan-format.md)."""
+        return {"kind": self.kind, "apiVersion": self.api_version, "namespace": self.namespace, "name": self.name,
+                "uid": self.uid, "source": self.source, "field": self.field, "message": self.message}

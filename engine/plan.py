@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, overload
 
+from .objects import Rejected
 from .reasons import Reason
 
 __all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
@@ -165,6 +166,7 @@ class Plan:
     snapshot_digest: str
     policy_digest: str
     notices: tuple[str, ...] = ()
+    rejected: tuple[Rejected, ...] = ()  # objects of a live snapshot left out as malformed
 
     def workload(self, name: str) -> WorkloadEntry:
         """The entry for ``namespace/name`` (or a unique bare ``name``).
@@ -191,4 +193,5 @@ class Plan:
             "actions": [a.to_dict() for a in self.actions],
             "solver": self.solver.to_dict(),
             "notices": list(self.notices),
+            "rejected": [r.to_dict() for r in self.rejected],
         }

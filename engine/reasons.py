@@ -83,6 +83,8 @@ _KINDS = (
                "pod group {{group}} has {{roles}} different pod shapes (roles); at most {{limit}} are allowed", True),
     ReasonKind("InvalidPodGroupSets", None, ("group", "error"),
                "the pod-group-sets annotation of group {{group}} is invalid: {{error}}", True),
+    ReasonKind("InvalidObject", None, ("kind", "name", "field", "error"),
+               "{{kind}} {{name}} cannot be used and is left out: {% if field %}{{field}}: {% endif %}{{error}}", True),
     ReasonKind("ExcessPod", None, ("group", "total"),
                "group {{group}} declares {{total}} pods; this one is in excess and the youngest"),
     ReasonKind("Admitted", None, ("clusterQueue", "flavors"),

@@ -19,7 +19,7 @@ from .memo import Changes, Memo
 from .objects import (
     Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodSetAdmission, PodSetSpec, PriorityClass,
-    Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
+    Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
     WorkloadPriorityClass, STOP_POLICIES,
 )
 from .quantity import parse_quantity
@@ -58,6 +58,7 @@ class Snapshot:
     workloads: Mapping[str, KueueWorkload] = field(default_factory=dict)
     pods: Mapping[str, Pod] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
+    rejected: tuple[Rejected, ...] = ()  # malformed objects left out (lenient snapshots only)
 
     def configuration(self) -> tuple[Mapping[str, Any], ...]:
         """Every object except workloads and pods: what queues, quotas and priorities are."""
@@ -550,14 +551,21 @@ _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
 _KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 
 
-def build_snapshot(documents: Iterable[Document]) -> Snapshot:
+def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> Snapshot:
     """Validate and type every document; ``kind: List`` documents are unpacked.
 
+    With ``lenient`` (objects read from a live cluster), a malformed object is left out and
+    recorded in :attr:`Snapshot.rejected` instead: one object the API server accepted but
+    clueue cannot use must not stop a controller from deciding on all the others.
+
     Raises:
-        SnapshotError: the first malformed object, naming file, object and field.
+        SnapshotError: the first malformed object, naming file, object and field; or two
+            objects of the same kind and name, naming both files.
     """
     collected: dict[str, dict[str, Any]] = {attr: {} for attr, _, _ in _KINDS.values()}
+    sources: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was read, to name duplicates
     notices: list[str] = []
+    rejected: list[Rejected] = []
 
     def add(doc: Document) -> None:
         body = doc.body
@@ -568,7 +576,7 @@ def build_snapshot(documents: Iterable[Document]) -> Snapshot:
             raise SnapshotError("apiVersion and kind are required", source=doc.source, field="kind")
         if kind.endswith("List") and isinstance(body.get("items"), list):
             for i, item in enumerate(body["items"]):
-                add(Document(f"{doc.source}.items[{i}]", item))
+                read(Document(f"{doc.source}.items[{i}]", item))
             return
         group, _, version = api.rpartition("/")
         entry = _KINDS.get((group, kind))
@@ -581,11 +589,41 @@ def build_snapshot(documents: Iterable[Document]) -> Snapshot:
         attr, parse, namespaced = entry
         fields = Fields(doc, kind)
         key = f"{fields.namespace}/{fields.name}" if namespaced else fields.name
-        if key in collected[attr]:
-            notices.append(f"{doc.source}: {kind} {key} appears again; the later copy is used")
+        first = sources.setdefault((kind, key), doc.source)
+        if first != doc.source:
+            raise SnapshotError(f"{kind} {key} is also defined in {first}; remove one of them",
+                                source=doc.source, obj=fields.ident)
         collected[attr][key] = parse(fields)
 
+    def read(doc: Document) -> None:
+        if not lenient:
+            add(doc)
+            return
+        try:
+            add(doc)
+        except SnapshotError as e:
+            rejected.append(_rejected(doc, e))
+
     for document in documents:
-        add(document)
+        read(document)
+    if not any(collected.values()) and not rejected:
+        notices.append("the snapshot holds no objects clueue reads")
     return Snapshot(**{attr: dict(sorted(objs.items())) for attr, objs in collected.items()},
-                    notices=tuple(notices))
+                    notices=tuple(notices), rejected=tuple(rejected))
+
+
+def _rejected(doc: Document, error: SnapshotError) -> Rejected:
+    """What can be told of a malformed object: its kind and name, as far as they are readable."""
+    body = doc.body if isinstance(doc.body, Mapping) else {}
+    meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    return Rejected(
+        kind=text(body.get("kind")), api_version=text(body.get("apiVersion")), namespace=text(meta.get("namespace")),
+        name=text(meta.get("name")), uid=text(meta.get("uid")), source=doc.source, field=error.field,
+        message=error.detail,
+        labels={k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)},
+        queue_name=text((body.get("spec") if isinstance(body.get("spec"), Mapping) else {}).get("queueName")))

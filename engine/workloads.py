@@ -215,6 +215,7 @@ class _Builder:
         for (ns, group), pods in sorted(groups.items()):
             w = self._group(ns, group, pods)
             built[w.key] = w
+        self._hold_rejected(built)
         from_objects, changes = self.memo.track("workload", self.snap.workloads, _FromObjects)
         from_objects.update(changes, lambda obj: self._merge_object(None, obj))
         for key in built:
@@ -233,6 +234,29 @@ class _Builder:
             "built", touched, lambda key: built[key] if key in built else from_objects.built.get(key))
         # The memo changes its mapping next cycle, and this cycle's plan may be read after that.
         return Workloads(dict(everything), tuple(self.actions), tuple(self.notices), built_changes)
+
+    def _hold_rejected(self, built: dict[str, Workload]) -> None:
+        """Hold the workload of each object the snapshot rejected (a Workload, or a queued Pod)
+        with an InvalidObject reason; one that holds an admission keeps it."""
+        held: dict[str, list[Reason]] = defaultdict(list)
+        for r in self.snap.rejected:
+            ns = r.namespace or "default"
+            if r.kind == "Workload" and r.name:
+                key, queue, origin = f"{ns}/{r.name}", r.queue_name, "workload"
+            elif r.kind == "Pod" and r.name and r.labels.get(QUEUE_LABEL):
+                group = r.labels.get(GROUP_LABEL)
+                key, queue, origin = f"{ns}/{group or 'pod-' + r.name}", r.labels[QUEUE_LABEL], "pod-group" if group else "pod"
+            else:
+                continue
+            if key not in built:
+                # Its requests are unknown: one pod of nothing, so that a Workload can record why.
+                pod_sets = () if origin == "workload" else (PodSetSpec("main", 1, {}),)
+                built[key] = Workload(namespace=ns, name=key.split("/", 1)[1], queue=queue, priority=0, created=0,
+                                      pod_sets=pod_sets, origin=origin)
+            held[key].append(make_reason("InvalidObject", kind=r.kind, name=f"{ns}/{r.name}", field=r.field,
+                                         error=r.message))
+        for key, reasons in held.items():
+            built[key] = replace(built[key], held=tuple(reasons) + built[key].held)
 
     def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:
         first = min(pods, key=lambda p: p.name)

@@ -64,7 +64,7 @@ class ClusterCache:
     def snapshot(self) -> Snapshot:
         with self._lock:
             documents = [doc for docs in self._objects.values() for doc in docs.values()]
-        return build_snapshot(documents)
+        return build_snapshot(documents, lenient=True)  # malformed objects: left out, in .rejected
 
     def _key(self, kind: Kind, body: dict[str, Any]) -> str:
         meta = body.get("metadata", {})

@@ -47,7 +47,8 @@ def snapshot_documents(api: client.ApiClient) -> tuple[list[Document], list[str]
 
 
 def read_cluster(api: client.ApiClient) -> Snapshot:
-    """The cluster's current state as a snapshot (reads only)."""
+    """The cluster's current state as a snapshot (reads only); objects clueue cannot use are
+    left out and listed in ``Snapshot.rejected``."""
     documents, notices = snapshot_documents(api)
-    snapshot = build_snapshot(documents)
+    snapshot = build_snapshot(documents, lenient=True)  # one malformed object must not stop the others
     return replace(snapshot, notices=tuple(notices) + snapshot.notices)

@@ -117,3 +117,25 @@ def test_preempting_while_borrowing_without_reclaiming_is_refused():
         build_snapshot([Document("q.yaml#1", cq)])
 
 
+
+
+def test_two_objects_of_the_same_kind_and_name_are_an_error_naming_both_files(tmp_path):
+    (tmp_path / "a.yaml").write_text(json.dumps(local_queue("cq")))
+    (tmp_path / "b.yaml").write_text(json.dumps(local_queue("other")))
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot([str(tmp_path)])
+    message = str(err.value)
+    assert "a.yaml#1" in message and "b.yaml#1" in message and "LocalQueue default/main" in message
+
+
+def test_the_same_name_in_two_namespaces_or_two_kinds_is_no_duplicate():
+    snap = build_snapshot([Document("a", local_queue("cq", ns="x")), Document("b", local_queue("cq", ns="y")),
+                           Document("c", pod("main"))])
+    assert set(snap.local_queues) == {"x/main", "y/main"}
+
+
+def test_an_empty_snapshot_gives_a_notice():
+    assert build_snapshot([]).notices == ("the snapshot holds no objects clueue reads",)
+    skipped = build_snapshot([Document("d#1", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}})])
+    assert skipped.notices[-1] == "the snapshot holds no objects clueue reads"
+    assert build_snapshot([Document("a", local_queue("cq"))]).notices == ()

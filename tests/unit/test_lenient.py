@@ -1,0 +1,71 @@
+"""A snapshot read from a live cluster (lenient): one malformed object is left out, with a
+reason on its workload, and every other workload is decided as if it were not there."""
+
+from __future__ import annotations
+
+from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
+from tests.builders import cluster_queue, flatten, flavor, group, local_queue, pod, workload
+
+_BAD_TEMPLATE = [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+    {"name": "main", "resources": "lots"}]}}}]
+
+
+def _plan(*objs):
+    docs = [Document(f"api:{i}", o) for i, o in enumerate(flatten(objs))]
+    return run_cycle(build_snapshot(docs, lenient=True), load_policy(), Config())
+
+
+def _cluster(cpu: int = 4):
+    return [flavor("f"), cluster_queue("cq", {"f": {"cpu": cpu}}), local_queue("cq")]
+
+
+def test_a_malformed_workload_is_held_with_its_reason_and_the_others_are_admitted():
+    plan = _plan(_cluster(), workload("bad", pod_sets=_BAD_TEMPLATE, minute=0), workload("good", cpu="4", minute=1))
+    assert plan.workload("default/good").state == "admitted"
+    bad = plan.workload("default/bad")
+    assert bad.state == "inadmissible" and [r.code for r in bad.reasons][0] == "InvalidObject"
+    assert bad.reasons[0].details == {"kind": "Workload", "name": "default/bad",
+                                      "field": "spec.podSets[0].template.spec.containers[0].resources",
+                                      "error": "expected an object, got 'lots'"}
+    assert "Workload default/bad cannot be used" in bad.reasons[0].message
+    assert [(r["kind"], r["name"], r["field"]) for r in plan.to_dict()["rejected"]] == [
+        ("Workload", "bad", "spec.podSets[0].template.spec.containers[0].resources")]
+    assert not [a for a in plan.actions if a.workload == "default/bad"]
+
+
+def test_a_malformed_pod_holds_its_group_and_a_single_pod_gets_an_entry():
+    members = group("g", 2)
+    members[1]["spec"]["containers"][0]["resources"] = "lots"
+    single = pod("solo", minute=1)
+    single["metadata"]["labels"][1] = "x"
+    plan = _plan(_cluster(), members, single, pod("fine", minute=2))
+    assert plan.workload("default/pod-fine").state == "admitted"
+    assert plan.workload("default/g").reasons[0].code == "InvalidObject"
+    solo = plan.workload("default/pod-solo")
+    assert solo.state == "inadmissible" and solo.reasons[0].details["field"] == "metadata.labels"
+    assert [p.count for p in solo.pod_sets] == [1]  # so that a Workload can be created to record why
+    assert {a.target for a in plan.actions if a.kind == "ungate"} == {"default/fine"}
+
+
+def test_a_malformed_cluster_queue_is_as_if_missing_and_other_queues_admit():
+    bad = cluster_queue("cq", {"f": {"cpu": 4}}, preemption={"withinClusterQueue": "Sometimes"})
+    plan = _plan(flavor("f"), bad, local_queue("cq"), cluster_queue("other", {"f": {"cpu": 4}}),
+                 local_queue("other", name="q2"), workload("a"), workload("b", queue="q2"))
+    assert plan.workload("default/a").reasons[0].code == "ClusterQueueNotFound"
+    assert plan.workload("default/b").state == "admitted"
+    assert [(r.kind, r.name, r.field) for r in plan.rejected] == [("ClusterQueue", "cq", "spec.preemption.withinClusterQueue")]
+
+
+def test_without_lenient_the_same_object_fails_the_snapshot():
+    import pytest
+    from clueue.engine import SnapshotError
+    with pytest.raises(SnapshotError, match="spec.podSets"):
+        build_snapshot([Document("w.yaml#1", workload("bad", pod_sets=_BAD_TEMPLATE))])
+
+
+def test_plan_shows_the_notice_of_an_empty_snapshot(tmp_path):
+    from click.testing import CliRunner
+    from clueue.adapters.cli import main
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    result = CliRunner().invoke(main, ["plan", str(tmp_path)])
+    assert result.exit_code == 0 and "notice: the snapshot holds no objects clueue reads" in result.output
