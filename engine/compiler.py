@@ -170,6 +170,8 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     queued = {(w.namespace, w.queue) for w in live}
     for lq in snapshot.local_queues.values():
         out.add("local_queue", lq.namespace, lq.name, lq.cluster_queue)
+        if lq.stopped:
+            out.add("lq_stopped", lq.namespace, lq.name)
     pairs = {(lq.cluster_queue, lq.namespace) for lq in snapshot.local_queues.values()
              if (lq.namespace, lq.name) in queued and lq.cluster_queue in snapshot.cluster_queues}
     for cq, ns in sorted(pairs):

@@ -263,8 +263,9 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
     for w in workloads:
         if w.finished:
             continue
-        if w.key in decision.evicted:
-            actions.append(Action("preempt", w.key, w.key, {"reason": _preempted(decision, w.key).to_dict(),
+        if w.key in decision.evicted or w.evict:
+            reason = w.evict or _preempted(decision, w.key)
+            actions.append(Action("preempt", w.key, w.key, {"reason": reason.to_dict(),
                                                             "pods": [{"name": n, "uid": u} for n, u in w.pod_refs]}))
         elif w.admission is not None:
             actions += _ungate_actions(snapshot, w, _held_admission(w))
@@ -292,8 +293,9 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
                     rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests, pods=w.pod_refs)
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
-        elif w.key in decision.evicted:
-            entries[w.key] = WorkloadEntry(**base, state="pending", reasons=(_preempted(decision, w.key),))
+        elif w.key in decision.evicted or w.evict:
+            reason = w.evict or _preempted(decision, w.key)
+            entries[w.key] = WorkloadEntry(**base, state=_state((reason,)), reasons=(reason,))
         elif w.admission is not None:
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w), reasons=(
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),))

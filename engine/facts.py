@@ -102,6 +102,8 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        'borrow_max_priority("team-a",100).'),
     _p("local_queue(NS,LQ,Q)", "str str str", "LocalQueue NS/LQ points to ClusterQueue Q.",
        'local_queue("research","main","team-a").'),
+    _p("lq_stopped(NS,LQ)", "str str", "LocalQueue NS/LQ has a stopPolicy other than None: it admits nothing new.",
+       'lq_stopped("research","main").'),
     # -- workloads ------------------------------------------------------------------------------
     _p("workload(W)", "str", "Workload W (namespace/name) exists and is not finished.", 'workload("research/train").'),
     _p("workload_namespace(W,NS)", "str str", "Workload W lives in namespace NS.",

@@ -407,10 +407,23 @@ def _parse_test_file(text: str, source: str, base: Path | None, read_documents: 
         if name in names:
             raise r.fail(f"{where}.name", f"another case is named {name!r}")
         names.add(name)
-        out.append(TestCase(source, name, tuple(shared + documents(c, f"{where}.")),
+        out.append(TestCase(source, name, _overlaid(shared, documents(c, f"{where}.")),
                             tuple(shared_policy + resolve(r.strings(c.get("policy"), f"{where}.policy"), f"{where}.policy")),
                             _expectation(r, c.get("expect"), f"{where}.expect")))
     return out
+
+
+def _identity(doc: Document) -> tuple[Any, ...]:
+    body = doc.body if isinstance(doc.body, Mapping) else {}
+    meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
+    return body.get("kind"), meta.get("namespace"), meta.get("name")
+
+
+def _overlaid(shared: list[Document], own: list[Document]) -> tuple[Document, ...]:
+    """The file's documents and a case's: a case's object replaces the file's object of the same
+    kind and name (a snapshot holds one of each)."""
+    replaced = {_identity(d) for d in own}
+    return tuple(d for d in shared if _identity(d) not in replaced) + tuple(own)
 
 
 def load_tests(paths: Iterable[str | Path], *, read_documents: ReadDocuments) -> list[TestCase]:

@@ -46,7 +46,8 @@ class Workload:
     """A unit of admission: all its pod sets are admitted together or not at all.
 
     ``pods`` lists, per pod set, the pods that belong to it (for plain pods); ``held`` holds the
-    reasons that keep it from being considered (an incomplete group, ...).
+    reasons that keep it from being considered (an incomplete group, ...); ``evict`` is why an
+    admitted one is evicted whatever the solver decides (a queue drained, deactivated).
     """
 
     namespace: str
@@ -60,6 +61,7 @@ class Workload:
     admission: Admission | None = None
     finished: bool = False
     held: tuple[Reason, ...] = ()
+    evict: Reason | None = None
 
     # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
     # Session spells out plan entries for the same pending workloads cycle after cycle.
@@ -219,8 +221,8 @@ class _Builder:
         from_objects, changes = self.memo.track("workload", self.snap.workloads, _FromObjects)
         from_objects.update(changes, lambda obj: self._merge_object(None, obj))
         for key in built:
-            if key in self.snap.workloads:
-                built[key] = self._merge_object(built[key], self.snap.workloads[key])
+            obj = self.snap.workloads.get(key)
+            built[key] = self._stop(built[key]) if obj is None else self._merge_object(built[key], obj)
         for key in sorted(from_objects.orphans.keys() - built.keys()):
             # e.g. a preempted group: admitting it would hold quota for nothing
             self.notices.append(f"workload {key}: the pods it was made for are gone; it is left for garbage collection")
@@ -387,14 +389,33 @@ class _Builder:
         """A Workload object is authoritative for admission; pods built it, or it stands alone."""
         priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
         if built is not None:
-            return replace(built, admission=obj.admission or built.admission,
-                           finished=built.finished or obj.finished,
-                           held=() if obj.admission else built.held)
-        return Workload(
+            return self._stop(replace(built, admission=obj.admission or built.admission,
+                                      finished=built.finished or obj.finished,
+                                      held=() if obj.admission else built.held), obj.active)
+        return self._stop(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
             priority=self._default_priority() if priority is None else priority, created=obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
-        )
+        ), obj.active)
+
+    def _stop(self, w: Workload, active: bool = True) -> Workload:
+        """Kueue's switches that stop a workload. Deactivated (``spec.active: false``), it is held,
+        or evicted if admitted; admitted through a LocalQueue or in a ClusterQueue stopped with
+        HoldAndDrain, it is evicted. (Stopped queues admit nothing new: eligibility.lp.)"""
+        if w.finished:
+            return w
+        if not active:
+            reason = make_reason("Deactivated")
+            return replace(w, evict=reason) if w.admission else replace(w, held=w.held + (reason,))
+        if w.admission is None:
+            return w
+        lq = self.snap.local_queues.get(f"{w.namespace}/{w.queue}")
+        if lq is not None and lq.stop_policy == "HoldAndDrain":
+            return replace(w, evict=make_reason("LocalQueueDrained", namespace=w.namespace, localQueue=w.queue))
+        cq = self.snap.cluster_queues.get(w.admission.cluster_queue)
+        if cq is not None and cq.stop_policy == "HoldAndDrain":
+            return replace(w, evict=make_reason("ClusterQueueDrained", clusterQueue=cq.name))
+        return w
 
 
 def _group_finished(pods: list[Pod], total: int) -> bool:
