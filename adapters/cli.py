@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -14,6 +17,8 @@ from clueue.engine.guard import guarded_cycle
 from .files import load_config, load_snapshot
 from .reference import facts_reference
 from .render import dump, render_explanation, render_plan
+from .scope import Scope
+from .selector import parse_label_selector
 
 __all__ = ["main"]
 
@@ -23,14 +28,15 @@ _config = click.option("--config", "config_path", metavar="FILE", help="A clueue
 _budget = click.option("--time-budget", type=click.FloatRange(min=0.01), default=None, metavar="SECONDS",
                        help="Solver time budget for the cycle (default 10, or the configuration's).")
 _output = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json", "yaml"]), default="text",
-                       show_default=True)
+                       show_default=True, help="Output format.")
 
 
 def _cluster_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--kubeconfig, --context and --in-cluster: read a live cluster instead of files."""
-    fn = click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")(fn)
-    fn = click.option("--context", metavar="NAME", help="The kubeconfig context to use.")(fn)
-    return click.option("--kubeconfig", metavar="FILE", help="Read a live cluster (read-only) instead of files.")(fn)
+    """--kubeconfig, --context and --in-cluster: which live cluster, found as kubectl finds it."""
+    fn = click.option("--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig.")(fn)
+    fn = click.option("--context", metavar="NAME", help="The kubeconfig context to use (default: its current one).")(fn)
+    return click.option("--kubeconfig", metavar="FILE",
+                        help="The kubeconfig of the cluster (default: $KUBECONFIG, then ~/.kube/config).")(fn)
 
 
 def _cycle_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,6 +44,31 @@ def _cycle_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed((_cluster_options, _policy, _config, _budget, _output)):
         fn = option(fn)
     return fn
+
+
+def _selector(ctx: click.Context, param: click.Parameter, text: str | None) -> Any:
+    """-l/--selector parsed when the command line is, so that a bad selector is a usage error."""
+    try:
+        return None if text is None else (text, parse_label_selector(text))
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
+def _scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """-n/--namespace, -A/--all-namespaces and -l/--selector, passed on as one ``scope`` (a Scope)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, namespace: str | None, all_namespaces: bool, selector: Any, **kwargs: Any) -> Any:
+        if namespace is not None and all_namespaces:
+            raise click.UsageError("give -n/--namespace or -A/--all-namespaces, not both")
+        text, parsed = selector or ("", None)
+        return fn(*args, scope=Scope(namespace, parsed, text), **kwargs)
+    wrapper = click.option("-l", "--selector", metavar="SELECTOR", callback=_selector,
+                           help="Show only the workloads whose labels match SELECTOR, as kubectl reads it "
+                                "(a=b,c!=d,e in (x,y),!f); a pod or pod group matches if one of its pods does.")(wrapper)
+    wrapper = click.option("-A", "--all-namespaces", is_flag=True,
+                           help="Show the workloads of every namespace (the default).")(wrapper)
+    return click.option("-n", "--namespace", metavar="NS",
+                        help="Show only the workloads of namespace NS (default: all namespaces).")(wrapper)
 
 
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,79 +89,155 @@ def _api(kubeconfig: str | None, context: str | None, in_cluster: bool) -> Any:
     return connect(kubeconfig, context, in_cluster=in_cluster)
 
 
+def _cluster(kubeconfig: str | None, context: str | None, in_cluster: bool, *,
+             paths_allowed: bool = False) -> tuple[str | None, str | None, bool]:
+    """The cluster to connect to, found as kubectl finds it: ``--in-cluster``, else ``--kubeconfig``,
+    else ``$KUBECONFIG`` (a list of files, merged by the kubernetes client), else ``~/.kube/config``.
+
+    Raises:
+        click.UsageError: no kubeconfig can be found, or ``--in-cluster`` is given with one.
+    """
+    if in_cluster:
+        if kubeconfig or context:
+            raise click.UsageError("--in-cluster uses the pod's service account: give no --kubeconfig or --context with it")
+        return None, None, True
+    alternatives = "give snapshot PATHs, or " if paths_allowed else "give "
+    if kubeconfig:
+        return kubeconfig, context, False
+    env = os.environ.get("KUBECONFIG", "")
+    if env:  # as for kubectl, a set $KUBECONFIG is the only place looked at
+        if not any(Path(p).expanduser().is_file() for p in env.split(os.pathsep) if p):
+            raise click.UsageError(f"$KUBECONFIG ({env}) names no existing file; {alternatives}--kubeconfig FILE")
+        return env, context, False
+    default = Path("~/.kube/config").expanduser()
+    if not default.is_file():
+        raise click.UsageError(f"no kubeconfig: $KUBECONFIG is not set and {default} does not exist; "
+                               f"{alternatives}--kubeconfig FILE, or --in-cluster inside a pod")
+    return str(default), context, False
+
+
 def _snapshot(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool) -> Snapshot:
-    live = bool(kubeconfig or context or in_cluster)
-    if live == bool(paths):
-        raise click.UsageError("give snapshot PATHs or --kubeconfig/--context/--in-cluster, not both")
-    if not live:
+    """The snapshot files given, or with no PATH the live cluster (see :func:`_cluster`)."""
+    if paths:
+        if kubeconfig or context or in_cluster:
+            raise click.UsageError("give snapshot PATHs or --kubeconfig/--context/--in-cluster, not both")
         return load_snapshot(paths)
     from .kube import read_cluster
-    return read_cluster(_api(kubeconfig, context, in_cluster))
+    return read_cluster(_api(*_cluster(kubeconfig, context, in_cluster, paths_allowed=True)))
 
 
 def _cycle(snapshot: Snapshot, policies: tuple[str, ...], config_path: str | None, time_budget: float | None) -> Plan:
     return guarded_cycle(snapshot, load_policy(policies), load_config(config_path, time_budget=time_budget))
 
 
-@click.group()
+class _Clueue(click.Group):
+    """The ``clueue`` command group: click's own errors (a usage error, a bad option value) print
+    as ``error: ...`` on one line, as clueue's do, with kubectl's hint where to find the usage."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.ClickException as e:
+            message = e.format_message()
+            if message[:2].istitle():  # click's sentences ("No such option"), not a name ("PATH ...")
+                message = message[0].lower() + message[1:]
+            click.echo(f"error: {message}", err=True)
+            if isinstance(e, click.UsageError) and e.ctx is not None:
+                click.echo(f"See '{e.ctx.command_path} --help' for usage.", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:  # Ctrl-C outside a command's own handling
+            click.echo("error: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)  # an int is the code of --help, --version or ctx.exit
+
+
+@click.group("clueue", cls=_Clueue)
 @click.version_option(package_name="clueue")
 def main() -> None:
     """Batch admission for Kubernetes, decided by a declarative policy.
 
-    PATH is a YAML or JSON file, a directory of them, or - for standard input.
+    PATH is a YAML or JSON file, a directory of them, or - for standard input. Without PATH,
+    plan and explain read the live cluster of the kubeconfig ($KUBECONFIG, then ~/.kube/config),
+    as apply and snapshot do; talking to a cluster needs the `kube` extra
+    (pip install 'clueue[kube]').
     """
 
 
-@main.command()
+@main.command(short_help="Print the plan of one decision cycle; writes nothing.")
 @click.argument("paths", nargs=-1, metavar="[PATH...]")
+@_scope_options
 @_cycle_options
 @_guard
-def plan(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
+def plan(paths: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: str | None, in_cluster: bool,
          policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str) -> None:
-    """Run one decision cycle on a snapshot (or a live cluster, read-only) and print the plan."""
-    result = _cycle(_snapshot(paths, kubeconfig, context, in_cluster), policies, config_path, time_budget)
-    click.echo(render_plan(result, fmt), nl=False)
+    """Run one decision cycle and print the plan; writes nothing.
+
+    Reads the snapshot files given, or without PATH the live cluster. The cycle decides over
+    everything it read; -n and -l only narrow which workloads (and their actions) are shown.
+    """
+    snapshot = _snapshot(paths, kubeconfig, context, in_cluster)
+    result = _cycle(snapshot, policies, config_path, time_budget)
+    click.echo(render_plan(result, fmt, scope=scope, snapshot=snapshot), nl=False)
 
 
-@main.command()
+@main.command(short_help="Explain one workload's decision; writes nothing.")
 @click.argument("args", nargs=-1, required=True, metavar="[PATH...] WORKLOAD")
+@_scope_options
 @_cycle_options
 @_guard
-def explain(args: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
+def explain(args: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: str | None, in_cluster: bool,
             policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str) -> None:
-    """Explain the decision for one WORKLOAD (namespace/name, or a unique name)."""
+    """Explain the decision for one WORKLOAD; writes nothing.
+
+    WORKLOAD is namespace/name, or a name unique in the plan (in namespace NS with -n). Reads
+    the snapshot files given, or without PATH the live cluster, as plan does.
+    """
     *paths, workload = args
-    result = _cycle(_snapshot(tuple(paths), kubeconfig, context, in_cluster), policies, config_path, time_budget)
+    snapshot = _snapshot(tuple(paths), kubeconfig, context, in_cluster)
+    result = _cycle(snapshot, policies, config_path, time_budget)
+    name = workload if "/" in workload or scope.namespace is None else f"{scope.namespace}/{workload}"
     try:
-        click.echo(render_explanation(result, workload, fmt), nl=False)
+        entry = result.workload(name)
     except KeyError:
         names = ", ".join(w.name for w in result.workloads[:20]) or "none"
-        raise click.ClickException(f"no single workload {workload!r} in the snapshot; workloads: {names}") from None
+        raise click.ClickException(f"no single workload {name!r} in the snapshot; workloads: {names}") from None
+    if not scope.shows(entry, snapshot):
+        raise click.ClickException(f"workload {entry.name} is not {scope.describe()}")
+    click.echo(render_explanation(result, entry.name, fmt), nl=False)
 
 
-@main.command()
+@main.command(short_help="Print a live cluster's objects, to replay offline; writes nothing.")
 @_cluster_options
-@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="Output format.")
 @_guard
 def snapshot(kubeconfig: str | None, context: str | None, in_cluster: bool, fmt: str) -> None:
-    """Save a live cluster's objects (every kind clueue reads) as one List, to replay offline."""
+    """Print a live cluster's objects (every kind clueue reads) as one List, to replay offline.
+
+    Reads the cluster of the kubeconfig; writes only to standard output.
+    """
     from .kube import snapshot_documents
-    documents, notices = snapshot_documents(_api(kubeconfig, context, in_cluster))
+    documents, notices = snapshot_documents(_api(*_cluster(kubeconfig, context, in_cluster)))
     for notice in notices:
         click.echo(f"notice: {notice}", err=True)
     click.echo(dump({"apiVersion": "v1", "kind": "List", "items": [dict(d.body) for d in documents]}, fmt), nl=False)
 
 
-@main.command()
+@main.command(short_help="Print the CRDs of the kinds clueue reads and writes.")
 def crds() -> None:
-    """Print the CustomResourceDefinitions of the kinds clueue reads and writes (for kubectl apply)."""
+    """Print the CustomResourceDefinitions of the kinds clueue reads and writes (for kubectl apply).
+
+    Reads nothing; writes only to standard output.
+    """
     from importlib import resources
     files = sorted((p for p in resources.files("clueue.adapters").joinpath("crds").iterdir() if p.name.endswith(".yaml")),
                    key=lambda p: p.name)
     click.echo("---\n".join(p.read_text(encoding="utf-8") for p in files), nl=False)
 
 
-@main.command()
+@main.command(short_help="Decide one cycle and write it to the cluster: Workloads, Pods, Events.")
 @_cluster_options
 @_policy
 @_config
@@ -141,9 +248,15 @@ def crds() -> None:
 @_guard
 def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policies: tuple[str, ...],
           config_path: str | None, time_budget: float | None, dry_run: str, fmt: str) -> None:
-    """Run one decision cycle on a live cluster and apply its plan."""
+    """Run one decision cycle on a live cluster and apply its plan: writes to the cluster.
+
+    Reads the cluster of the kubeconfig. Writes Workloads (created for pods and pod groups;
+    admissions, evictions and their conditions in status), Pods (the admission gate removed, the
+    flavors' node selector added; excess pods and the pods of preempted workloads deleted) and
+    Events. --dry-run=server sends the same writes for validation only.
+    """
     from .kube import apply_plan, read_cluster
-    api = _api(kubeconfig, context, in_cluster)
+    api = _api(*_cluster(kubeconfig, context, in_cluster))
     result = _cycle(read_cluster(api), policies, config_path, time_budget)
     applied = apply_plan(api, result, dry_run=dry_run == "server")
     if fmt == "text":
@@ -158,13 +271,16 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
         sys.exit(1)
 
 
-@main.command()
+@main.command(short_help="Print the facts of a snapshot, for policy authors; writes nothing.")
 @click.argument("paths", nargs=-1, metavar="PATH...")
 @_config
 @click.option("--reference", is_flag=True, help="Print the reference of every fact predicate instead.")
 @_guard
 def facts(paths: tuple[str, ...], config_path: str | None, reference: bool) -> None:
-    """Print the facts the compiler emits for a snapshot, commented, for policy authors."""
+    """Print the facts the compiler emits for a snapshot, commented, for policy authors.
+
+    Reads the snapshot files given; writes only to standard output.
+    """
     if reference:
         click.echo(facts_reference(), nl=False)
         return

@@ -38,7 +38,7 @@ def _stdout() -> Console:
     return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
 
 
-@click.command()
+@click.command(short_help="Benchmark decision cycles on generated scenarios; prints a report.")
 @click.option("--scenario", "scenarios", multiple=True, default=("baseline",), show_default=True,
               type=click.Choice([*SCENARIO_NAMES, "all"]), help="Scenario to run; repeatable; 'all' runs every one.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Cycles per scenario.")
@@ -59,7 +59,8 @@ def _stdout() -> Console:
               help="Solver time budget of each cycle.")
 @click.option("--write-snapshot", "write_dir", metavar="DIR",
               help="Write each scenario as snapshot files under DIR/<scenario>/ and exit.")
-@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="Output format; json is the report bench-compare reads.")
 @click.option("--policy", "policies", multiple=True, metavar="PATH",
               help="Extra policy file or directory, as for `clueue plan`; a file named like a built-in one replaces it.")
 @click.option("--in-process", is_flag=True, help="Run in this process (memory figures then add up across scenarios).")
@@ -68,8 +69,10 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
           policies: tuple[str, ...], in_process: bool) -> None:
     """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
 
-    Prints a table (with a progress bar on stderr) or, with -o json, a JSON report for
-    comparing commits. Exits 0 whether or not targets are met: the report says which are.
+    Reads no cluster: it generates its scenarios. Writes only to standard output:
+    a table (with a progress bar on stderr) or, with -o json, a JSON report for comparing commits;
+    with --write-snapshot, the scenarios' snapshot files under DIR instead. Exits 0 whether or not
+    targets are met (the report says which are), 1 if a scenario failed to run.
     """
     names = list(SCENARIO_NAMES) if "all" in scenarios else list(dict.fromkeys(scenarios))
     if write_dir:
@@ -96,15 +99,17 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
         sys.exit(1)
 
 
-@click.command("bench-compare")
+@click.command("bench-compare", short_help="Compare `clueue bench -o json` reports; writes nothing.")
 @click.argument("reports", nargs=-1, required=True, metavar="REFERENCE.json OTHER.json...")
-@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="Output format.")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit 1 when a target the reference meets is missed, or a new defect against greedy appears.")
 def bench_compare(reports: tuple[str, ...], fmt: str, fail_on_regression: bool) -> None:
     """Compare `clueue bench -o json` reports, the first one as the reference.
 
-    Lines up each scenario's figures with their change against the reference, and the
+    Reads the report files; writes only to standard output. Lines up each scenario's figures
+    with their change against the reference, and the
     targets with whether each report meets them; warns when reports differ in seed, scale,
     repeats, time budget or replay settings. Compare runs made one after another: timings
     move by 10-20% between runs on a shared machine.

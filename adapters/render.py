@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+from collections import Counter
+from typing import Any, Iterable, Mapping
 
 import jinja2
 import yaml
 
-from clueue.engine import Plan
+from clueue.engine import Plan, Snapshot
+from clueue.engine.plan import Action, WorkloadEntry
+
+from .scope import Scope
 
 __all__ = ["render_plan", "render_explanation", "dump"]
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("clueue.adapters", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+
+_EVERYTHING = Scope()
+# The text plan's per-ClusterQueue columns: each workload counts in exactly one.
+_COLUMNS = ("new", "before", "pending", "preempted", "inadmissible", "finished")
+_HEADINGS = ("admitted new", "admitted before", "pending", "preempted", "inadmissible", "finished")
 
 
 def dump(data: Any, fmt: str) -> str:
@@ -23,11 +33,30 @@ def dump(data: Any, fmt: str) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=120)
 
 
-def render_plan(plan: Plan, fmt: str) -> str:
-    data = plan.to_dict()
-    if fmt == "text":
-        return _env.get_template("plan.txt.j2").render(plan=data)
-    return dump(data, fmt)
+def render_plan(plan: Plan, fmt: str, *, scope: Scope = _EVERYTHING, snapshot: Snapshot | None = None) -> str:
+    """The plan as ``text``, ``json`` or ``yaml``, showing the workloads of ``scope`` and their actions.
+
+    A narrowing ``scope`` needs the ``snapshot`` the plan was made from (for labels); its
+    summary then counts the workloads shown, and ``metadata.filter`` says what narrowed it.
+    """
+    shown = plan
+    if scope.narrows:
+        assert snapshot is not None, "a narrowing scope reads labels from the snapshot"
+        workloads = tuple(w for w in plan.workloads if scope.shows(w, snapshot))
+        names = {w.name for w in workloads}
+        shown = dataclasses.replace(plan, workloads=workloads, actions=tuple(a for a in plan.actions if a.workload in names))
+    data = shown.to_dict()
+    if scope.narrows:
+        data["metadata"]["filter"] = scope.to_dict(len(plan.workloads))
+    if fmt != "text":
+        return dump(data, fmt)
+    columns = [_column(w) for w in shown.workloads]
+    # a preemptor may be outside the scope: look it up in the whole plan
+    entries = {w.name: w for w in plan.workloads} if any(a.kind == "preempt" for a in shown.actions) else {}
+    return _env.get_template("plan.txt.j2").render(
+        plan=data, total=len(plan.workloads), scope=scope.describe(), count=Counter(columns),
+        columns=columns, origins=[_origin(a, entries) for a in shown.actions],
+        by_queue=_by_queue(shown.workloads, columns))
 
 
 def render_explanation(plan: Plan, workload: str, fmt: str) -> str:
@@ -42,3 +71,42 @@ def render_explanation(plan: Plan, workload: str, fmt: str) -> str:
         return _env.get_template("explain.txt.j2").render(w=entry, actions=actions,
                                                           candidates=plan.solver.candidates) + "\n"
     return dump({**entry, "actions": actions}, fmt)
+
+
+def _column(w: WorkloadEntry) -> str:
+    """Where the text plan counts ``w``: its state, admissions split by when, evictions apart."""
+    first = w.reasons[0].code if w.reasons else ""
+    if w.state == "admitted":
+        return "before" if first == "AlreadyAdmitted" else "new"
+    return "preempted" if first == "Preempted" else w.state
+
+
+def _origin(action: Action, entries: Mapping[str, WorkloadEntry]) -> str:
+    """Where a destructive action comes from, for the text plan: the group in excess, the preemptors."""
+    reason = action.details.get("reason")
+    if not reason:
+        return ""
+    if action.kind != "preempt":
+        return f"({reason['message']})"
+    queue = reason["details"]["clusterQueue"]
+    preemptors = []
+    for name in reason["details"]["preemptors"]:
+        p = entries[name]
+        elsewhere = "" if p.cluster_queue == queue else f", ClusterQueue {p.cluster_queue} of the same cohort"
+        preemptors.append(f"{name} (priority {p.priority}{elsewhere})")
+    return (f"(priority {entries[action.workload].priority}, ClusterQueue {queue}) "
+            f"to make room for {', '.join(preemptors)}")
+
+
+def _by_queue(workloads: Iterable[WorkloadEntry], columns: Iterable[str]) -> list[str]:
+    """The text plan's closing table: per ClusterQueue, how many workloads fall in each column."""
+    counts: dict[str, dict[str, int]] = {}
+    for w, column in zip(workloads, columns):
+        counts.setdefault(w.cluster_queue or "(none)", dict.fromkeys(_COLUMNS, 0))[column] += 1
+    names = sorted(counts, key=lambda n: (n == "(none)", n))  # workloads whose LocalQueue leads nowhere last
+    width = max([len("ClusterQueue"), *map(len, names)])
+    rows = [f"{'ClusterQueue'.ljust(width)}  {'  '.join(_HEADINGS)}"]
+    for name in names:
+        rows.append(f"{name.ljust(width)}  " + "  ".join(str(counts[name][c]).rjust(len(h))
+                                                         for c, h in zip(_COLUMNS, _HEADINGS)))
+    return rows
