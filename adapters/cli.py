@@ -71,14 +71,29 @@ def _scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="Show only the workloads of namespace NS (default: all namespaces).")(wrapper)
 
 
+_KUBE_MODULES = ("kubernetes", "tenacity")  # what the `kube` extra installs
+EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by SIGINT
+
+
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn clueue's errors into one line on stderr and exit code 1."""
+    """Turn clueue's errors into one line on stderr and an exit code (docs/errors.md): 1, or the
+    error's own (3: the cluster is unavailable); 130 on Ctrl-C."""
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except ClueueError as e:
             click.echo(f"error: {e}", err=True)
+            sys.exit(getattr(e, "exit_code", 1))
+        except ModuleNotFoundError as e:
+            if e.name not in _KUBE_MODULES:
+                raise
+            click.echo(f"error: the kubernetes client is not installed ({e.name} is missing): "
+                       "pip install 'clueue[kube]'", err=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("error: interrupted; what was written before stays valid: run the command again to finish",
+                       err=True)
+            sys.exit(EXIT_INTERRUPTED)
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
@@ -256,9 +271,12 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
     Events. --dry-run=server sends the same writes for validation only.
     """
     from .kube import apply_plan, read_cluster
+    from .kube.retry import counting_retries
     api = _api(*_cluster(kubeconfig, context, in_cluster))
-    result = _cycle(read_cluster(api), policies, config_path, time_budget)
-    applied = apply_plan(api, result, dry_run=dry_run == "server")
+    with counting_retries() as tally:  # the reads' retries count too, not only apply_plan's
+        result = _cycle(read_cluster(api), policies, config_path, time_budget)
+        applied = apply_plan(api, result, dry_run=dry_run == "server")
+    applied.retries = tally.retries
     if fmt == "text":
         for line in applied.writes:
             click.echo(("would " if dry_run == "server" else "") + line)
@@ -266,7 +284,11 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
             click.echo(f"error: {line}", err=True)
         click.echo(f"{'dry run: ' if dry_run == 'server' else ''}{applied.summary()}")
     else:
-        click.echo(dump({"writes": applied.writes, "skipped": applied.skipped, "errors": applied.errors}, fmt), nl=False)
+        click.echo(dump({"writes": applied.writes, "skipped": applied.skipped, "errors": applied.errors,
+                         "retries": applied.retries, "stopped": applied.stopped}, fmt), nl=False)
+    if applied.stopped:
+        from .kube.errors import ClusterUnavailable
+        sys.exit(ClusterUnavailable.exit_code)
     if applied.errors:
         sys.exit(1)
 

@@ -42,7 +42,8 @@ from kubernetes.client.exceptions import ApiException
 from clueue.engine import Plan, WorkloadEntry
 
 from .kinds import KUEUE_GROUP, kueue_version
-from .retry import missing_is_none, update_with_retry
+from .errors import ClusterUnavailable, recorded
+from .retry import call, counting_retries, missing_is_none, update_with_retry
 
 __all__ = ["ApplyResult", "apply_plan", "GATE", "FINALIZER", "MANAGER"]
 
@@ -59,9 +60,13 @@ class ApplyResult:
     writes: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    retries: int = 0  # requests sent again after a conflict, throttling or a transient failure
+    stopped: bool = False  # the API server became unavailable: the rest of the plan was not applied
 
     def summary(self) -> str:
-        return f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed"
+        done = (f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed, "
+                f"{self.retries} {'retry' if self.retries == 1 else 'retries'}")
+        return f"{done}; stopped before the end: run apply again to finish" if self.stopped else done
 
 
 def _now() -> str:
@@ -140,8 +145,9 @@ class _Applier:
                 self.result.skipped.append(f"missing {label}")
                 return
             try:
-                self.custom.create_namespaced_custom_object(KUEUE_GROUP, self.version, ns, "workloads",
-                                                            self._new_workload(entry), field_manager=MANAGER, **self.dry)
+                call(lambda: self.custom.create_namespaced_custom_object(
+                    KUEUE_GROUP, self.version, ns, "workloads", self._new_workload(entry), field_manager=MANAGER,
+                    **self.dry))
                 self.result.writes.append(f"create {label}")
             except ApiException as e:
                 if e.status != 409:  # 409: created meanwhile; its status is handled below
@@ -250,7 +256,7 @@ class _Applier:
                           lambda pod: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
         try:
-            self.core.delete_namespaced_pod(name, ns, body=options, **self.dry)
+            call(lambda: self.core.delete_namespaced_pod(name, ns, body=options, **self.dry))
         except ApiException as e:
             if e.status in (404, 409):  # gone already, or a new pod reuses the name
                 self.result.skipped.append(f"delete Pod {target}")
@@ -282,22 +288,42 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> A
 
     With ``dry_run`` every write is sent with ``dryRun=All``: the API server validates it and
     nothing changes.
+
+    A request the API server refuses is recorded in ``errors`` and the apply goes on with the
+    next object; when the server becomes unavailable (after the retries of retry.py), the apply
+    stops there, with ``stopped`` set and what was written so far in ``writes``.
+
+    Raises:
+        ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
     """
     applier = _Applier(api, plan, dry_run)
+    result = applier.result
     if applier.version is None:
-        applier.result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
-        return applier.result
-    for entry in plan.workloads:
-        if entry.state != "finished":
-            applier.workload(entry)
-    for action in plan.actions:
-        details = dict(action.details)
-        if action.kind == "ungate":
-            applier.ungate(action.target, action.workload, details.get("uid", ""), details.get("nodeSelector", {}),
-                           details.get("annotations", {}))
-        elif action.kind == "delete-pod":
-            applier.delete(action.target, action.workload, details.get("uid", ""), details["reason"]["message"])
-        elif action.kind == "preempt":
-            applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
-                            details["reason"]["message"])
-    return applier.result
+        result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
+        return result
+    with counting_retries() as tally:
+        try:
+            for entry in plan.workloads:
+                if entry.state != "finished":
+                    with recorded(result.errors, api, f"writing Workload {entry.name}"):
+                        applier.workload(entry)
+            for action in plan.actions:
+                details = dict(action.details)
+                with recorded(result.errors, api, f"{_DOING.get(action.kind, action.kind)} {action.target}"):
+                    if action.kind == "ungate":
+                        applier.ungate(action.target, action.workload, details.get("uid", ""),
+                                       details.get("nodeSelector", {}), details.get("annotations", {}))
+                    elif action.kind == "delete-pod":
+                        applier.delete(action.target, action.workload, details.get("uid", ""),
+                                       details["reason"]["message"])
+                    elif action.kind == "preempt":
+                        applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
+                                        details["reason"]["message"])
+        except ClusterUnavailable as e:  # the writes so far stay valid (see the order above); the next apply goes on
+            result.errors.append(str(e))
+            result.stopped = True
+    result.retries = tally.retries
+    return result
+
+
+_DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "preempt": "preempting Workload"}

@@ -7,6 +7,9 @@ from typing import Any, Callable
 
 from kubernetes import client
 
+from .errors import api_errors
+from .retry import call
+
 __all__ = ["Kind", "KINDS", "KUEUE_GROUP", "kueue_version"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -48,8 +51,14 @@ KINDS: tuple[Kind, ...] = (
 
 
 def kueue_version(api: client.ApiClient) -> str | None:
-    """The preferred served version of kueue.x-k8s.io, or None if the group is not installed."""
-    for group in client.ApisApi(api).get_api_versions().groups:
+    """The preferred served version of kueue.x-k8s.io, or None if the group is not installed.
+
+    Raises:
+        ClusterUnavailable, ApiRefused: the API server could not be asked (errors.py).
+    """
+    with api_errors(api, "discovering the API groups"):
+        groups = call(client.ApisApi(api).get_api_versions).groups
+    for group in groups:
         if group.name == KUEUE_GROUP:
             return str(group.preferred_version.version)
     return None

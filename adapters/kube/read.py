@@ -10,6 +10,8 @@ from kubernetes import client
 from clueue.engine import Document, Snapshot, build_snapshot
 
 from .kinds import KINDS, KUEUE_GROUP, Kind, kueue_version
+from . import retry
+from .errors import api_errors
 
 __all__ = ["read_cluster", "snapshot_documents", "to_document", "clean"]
 
@@ -40,7 +42,8 @@ def snapshot_documents(api: client.ApiClient) -> tuple[list[Document], list[str]
         if kind.custom and version is None:
             continue
         call, args = kind.list_call(api, version or "")
-        listed = call(**args)
+        with api_errors(api, f"listing {kind.plural}"):
+            listed = retry.call(lambda: call(**args))
         items = listed["items"] if isinstance(listed, dict) else listed.items
         documents += [to_document(api, kind, version or "", item) for item in items]
     return documents, notices
