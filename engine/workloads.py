@@ -305,13 +305,13 @@ class _Builder:
 
         totals = sorted({p.annotations.get(TOTAL_ANNOTATION, "") for p in active or all_pods})
         if len(totals) > 1:
-            return Workload(**base, pod_sets=(), held=(make_reason("GroupCountMismatch", group=group, counts=totals),))
+            return self._unshaped(base, all_pods, make_reason("GroupCountMismatch", group=group, counts=totals))
         try:
             total = int(totals[0])
             if total < 1:
                 raise ValueError
         except ValueError:
-            return Workload(**base, pod_sets=(), held=(make_reason("InvalidGroupCount", group=group, value=totals[0]),))
+            return self._unshaped(base, all_pods, make_reason("InvalidGroupCount", group=group, value=totals[0]))
 
         finished = _group_finished(all_pods, total)
         admitted = obj is not None and obj.admission is not None
@@ -333,11 +333,17 @@ class _Builder:
         return Workload(**base, pod_sets=pod_sets, pods=pods, admission=admission, finished=finished,
                         held=() if admission else held)
 
+    def _unshaped(self, base: dict[str, Any], pods: list[Pod], reason: Reason) -> Workload:
+        """A group whose shape cannot be told, held: one pod set of the pods it has, so that a
+        Workload owned by them can record why (the API requires a pod set)."""
+        members = tuple(sorted(pods, key=lambda p: p.name))
+        return Workload(**base, pod_sets=(self._pod_set("main", list(members)),), pods={"main": members}, held=(reason,))
+
     def _group_from_sets(self, group: str, sets_pod: Pod, all_pods: list[Pod], base: dict[str, Any]) -> Workload:
         try:
             entries = _parse_group_sets(sets_pod)
         except (ValueError, yaml.YAMLError, RecursionError, SnapshotError) as e:  # RecursionError: nested too deep
-            return Workload(**base, pod_sets=(), held=(make_reason("InvalidPodGroupSets", group=group, error=str(e)),))
+            return self._unshaped(base, all_pods, make_reason("InvalidPodGroupSets", group=group, error=str(e)))
         finished = _group_finished(all_pods, sum(count for count, _ in entries.values()))
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
         own = [name for name, (_, spec) in entries.items() if spec is None]

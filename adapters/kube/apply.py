@@ -40,6 +40,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import Plan, WorkloadEntry
+from clueue.engine.objects import Rejected
 
 from .kinds import KUEUE_GROUP, kueue_version
 from .errors import ClusterUnavailable, recorded
@@ -268,6 +269,13 @@ class _Applier:
                    f"deleted pod {name}: {message}")
 
     # -- Events ----------------------------------------------------------------------------
+    def rejected(self, obj: Rejected) -> None:
+        """A Warning Event on an object the snapshot left out as malformed. A Workload's own
+        plan entry records why (InvalidObject); any other kind is told by this Event alone."""
+        where = f"{obj.field}: " if obj.field else ""
+        self.event(obj.kind, obj.api_version, obj.namespace or "default", obj.name, "Warning", "InvalidObject",
+                   f"clueue cannot use it and leaves it out: {where}{obj.message}")
+
     def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str) -> None:
         if self.dry:
             return
@@ -303,6 +311,9 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> A
         return result
     with counting_retries() as tally:
         try:
+            for obj in plan.rejected:
+                if obj.kind != "Workload" and obj.name:
+                    applier.rejected(obj)
             for entry in plan.workloads:
                 if entry.state != "finished":
                     with recorded(result.errors, api, f"writing Workload {entry.name}"):

@@ -72,9 +72,11 @@ def test_incomplete_group_waits_with_counts():
     assert w.held[0].details == {"group": "g", "pods": 3, "total": 4}
 
 
-def test_pods_disagreeing_on_total_count_make_no_workload():
+def test_pods_disagreeing_on_total_count_hold_their_group_as_one_pod_set_of_its_pods():
+    # The API requires a pod set: the Workload that records why must have one, owned by the pods.
     w = by_key(build(pod("g-0", group="g", total=2), pod("g-1", group="g", total=3)))["default/g"]
-    assert held_codes(w) == ["GroupCountMismatch"] and w.pod_sets == ()
+    assert held_codes(w) == ["GroupCountMismatch"] and [(p.name, p.count) for p in w.pod_sets] == [("main", 2)]
+    assert [p.name for p in w.pods["main"]] == ["g-0", "g-1"]
 
 
 def test_more_than_eight_roles_is_rejected():
