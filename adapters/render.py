@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
 import yaml
@@ -51,11 +51,9 @@ def render_plan(plan: Plan, fmt: str, *, scope: Scope = _EVERYTHING, snapshot: S
     if fmt != "text":
         return dump(data, fmt)
     columns = [_column(w) for w in shown.workloads]
-    # a preemptor may be outside the scope: look it up in the whole plan
-    entries = {w.name: w for w in plan.workloads} if any(a.kind == "preempt" for a in shown.actions) else {}
     return _env.get_template("plan.txt.j2").render(
         plan=data, total=len(plan.workloads), scope=scope.describe(), count=Counter(columns),
-        columns=columns, origins=[_origin(a, entries) for a in shown.actions],
+        columns=columns, origins=_origins(plan, shown.actions),
         by_queue=_by_queue(shown.workloads, columns))
 
 
@@ -65,12 +63,13 @@ def render_explanation(plan: Plan, workload: str, fmt: str) -> str:
     Raises:
         KeyError: no such workload in the plan.
     """
-    entry = plan.workload(workload).to_dict()
-    actions = [a.to_dict() for a in plan.actions if a.workload == entry["name"]]
+    entry = plan.workload(workload)
+    actions = [a for a in plan.actions if a.workload == entry.name]
     if fmt == "text":
-        return _env.get_template("explain.txt.j2").render(w=entry, actions=actions,
-                                                          candidates=plan.solver.candidates) + "\n"
-    return dump({**entry, "actions": actions}, fmt)
+        return _env.get_template("explain.txt.j2").render(
+            w=entry.to_dict(), actions=[a.to_dict() for a in actions], origins=_origins(plan, actions),
+            candidates=plan.solver.candidates) + "\n"
+    return dump({**entry.to_dict(), "actions": [a.to_dict() for a in actions]}, fmt)
 
 
 def _column(w: WorkloadEntry) -> str:
@@ -79,6 +78,13 @@ def _column(w: WorkloadEntry) -> str:
     if w.state == "admitted":
         return "before" if first == "AlreadyAdmitted" else "new"
     return "preempted" if first == "Preempted" else w.state
+
+
+def _origins(plan: Plan, actions: Sequence[Action]) -> list[str]:
+    """What each of ``actions`` comes from (see :func:`_origin`); preemptors are looked up in the
+    whole ``plan``, as they may not be shown."""
+    entries = {w.name: w for w in plan.workloads} if any(a.kind == "preempt" for a in actions) else {}
+    return [_origin(a, entries) for a in actions]
 
 
 def _origin(action: Action, entries: Mapping[str, WorkloadEntry]) -> str:

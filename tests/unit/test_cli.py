@@ -26,6 +26,8 @@ def test_plan_text_on_the_bundled_example():
     ungate = next(line for line in result.output.splitlines() if "ungate     research/llm-finetune-0" in line)
     assert "nodeSelector cloud.example/accelerator=nvidia-a100" in ungate
     assert "annotations kueue.x-k8s.io/role-hash=" in ungate  # what applying writes on the pod
+    assert "    delete-pod team-a/train-resnet-4 (group train-resnet declares 4 pods" in invoke(
+        "explain", EXAMPLE, "team-a/train-resnet").output  # where the destructive action comes from
 
 
 def test_plan_json_and_yaml_carry_the_same_versioned_data():
@@ -311,6 +313,8 @@ def test_text_plan_says_which_workload_a_preemption_makes_room_for(tmp_path):
     assert "PREEMPTED    default/low  (queue main -> a, priority 0)" in lines
     assert "  preempt    default/low  (priority 0, ClusterQueue a) to make room for default/high (priority 100)" in lines
     assert [row.split() for row in lines[-2:]] == [["a", "0", "0", "1", "1", "0", "0"], ["b", "0", "1", "0", "0", "0", "0"]]
+    explained = invoke("explain", preemption_snapshot(tmp_path, borrower_priority=3), "default/low").output
+    assert "    preempt default/low (priority 0, ClusterQueue a) to make room for default/high (priority 100)" in explained
 
 
 def test_text_plan_says_when_a_preemption_reclaims_across_the_cohort(tmp_path):
