@@ -219,7 +219,7 @@ def explain(args: tuple[str, ...], scope: Scope, kubeconfig: str | None, context
         names = ", ".join(w.name for w in result.workloads[:20]) or "none"
         raise click.ClickException(f"no single workload {name!r} in the snapshot; workloads: {names}") from None
     if not scope.shows(entry, snapshot):
-        raise click.ClickException(f"workload {entry.name} is not {scope.describe()}")
+        raise click.ClickException(f"workload {entry.name} is not among those shown: {scope.describe()}")
     click.echo(render_explanation(result, entry.name, fmt), nl=False)
 
 

@@ -41,7 +41,8 @@ def render_plan(plan: Plan, fmt: str, *, scope: Scope = _EVERYTHING, snapshot: S
     """
     shown = plan
     if scope.narrows:
-        assert snapshot is not None, "a narrowing scope reads labels from the snapshot"
+        if snapshot is None:
+            raise ValueError("a narrowing scope reads labels from the snapshot: give it")
         workloads = tuple(w for w in plan.workloads if scope.shows(w, snapshot))
         names = {w.name for w in workloads}
         shown = dataclasses.replace(plan, workloads=workloads, actions=tuple(a for a in plan.actions if a.workload in names))

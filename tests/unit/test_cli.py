@@ -269,9 +269,9 @@ def test_explain_looks_a_name_up_in_the_namespace_and_scope_given():
     result = invoke("explain", EXAMPLE, "-n", "team-b", "pod-render-farm")
     assert result.exit_code == 1 and "no single workload 'team-b/pod-render-farm'" in result.stderr
     result = invoke("explain", EXAMPLE, "-n", "team-b", "team-a/pod-render-farm")
-    assert result.exit_code == 1 and "workload team-a/pod-render-farm is not in namespace team-b" in result.stderr
+    assert result.exit_code == 1 and "workload team-a/pod-render-farm is not among those shown: in namespace team-b" in result.stderr
     result = invoke("explain", EXAMPLE, "-l", "kueue.x-k8s.io/pod-group-name", "team-a/pod-render-farm")
-    assert result.exit_code == 1 and "is not matching kueue.x-k8s.io/pod-group-name" in result.stderr
+    assert result.exit_code == 1 and "is not among those shown: matching kueue.x-k8s.io/pod-group-name" in result.stderr
 
 
 def test_text_plan_marks_new_admissions_apart_from_earlier_ones():
