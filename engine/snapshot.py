@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import abc
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -115,7 +116,7 @@ class Fields:
     def __init__(self, doc: Document, kind: str) -> None:
         self.doc = doc
         meta = doc.body.get("metadata") or {}
-        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        if not isinstance(meta, abc.Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise SnapshotError("a name is required", source=doc.source, obj=kind, field="metadata.name")
         self.name: str = meta["name"]
         ns = meta.get("namespace")
@@ -138,7 +139,7 @@ class Fields:
         for part in path.split("."):
             if node is None:
                 return default
-            if not isinstance(node, Mapping):
+            if type(node) is not dict and not isinstance(node, abc.Mapping):
                 raise self.fail(path, f"expected an object at {part!r}, got {type(node).__name__}")
             node = node.get(part)
         return default if node is None else node
@@ -146,8 +147,9 @@ class Fields:
     def _at(self, path: str, value: Any) -> Any:
         return self.get(path) if value is _AT_PATH else value
 
-    def typed(self, path: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    def typed(self, path: str, value: Any, kind: type, what: str) -> Any:
+        # The exact type first: nearly every value is a plain dict, list, str or int.
+        if type(value) is not kind and (not isinstance(value, kind) or isinstance(value, bool)):
             raise self.fail(path, f"expected {what}, got {value!r}")
         return value
 
@@ -165,7 +167,9 @@ class Fields:
 
     def mapping(self, path: str, value: Any = _AT_PATH) -> Mapping[str, Any]:
         value = self._at(path, value)
-        return {} if value is None else self.typed(path, value, Mapping, "an object")
+        if type(value) is dict:
+            return value
+        return {} if value is None else self.typed(path, value, abc.Mapping, "an object")
 
     def items(self, path: str, value: Any = _AT_PATH) -> list[Any]:
         value = self._at(path, value)
@@ -227,7 +231,7 @@ def parse_selector(f: Fields, path: str) -> LabelSelector | None:
     raw = f.get(path)
     if raw is None:
         return None
-    f.typed(path, raw, Mapping, "a label selector")
+    f.typed(path, raw, abc.Mapping, "a label selector")
     exprs = []
     for p, e in f.objects(f"{path}.matchExpressions", raw.get("matchExpressions")):
         op = e.get("operator")
@@ -276,7 +280,7 @@ def parse_pod_shape(f: Fields, path: str, spec: Any) -> PodShape:
     containers), at least the largest regular init container, plus the pod overhead. A
     container's limit stands in for a missing request, as the API server defaults it.
     """
-    spec = f.typed(path, spec if spec is not None else {}, Mapping, "a pod spec")
+    spec = f.typed(path, spec if spec is not None else {}, abc.Mapping, "a pod spec")
 
     def container_requests(p: str, c: Mapping[str, Any]) -> dict[str, Fraction]:
         res = f.mapping(f"{p}.resources", c.get("resources"))
@@ -345,7 +349,7 @@ def role_hash(body: Mapping[str, Any]) -> str:
 
     def containers(key: str) -> list[Any]:
         return [{"image": c.get("image"), "requests": (c.get("resources") or {}).get("requests"),
-                 "ports": c.get("ports")} for c in spec.get(key) or [] if isinstance(c, Mapping)]
+                 "ports": c.get("ports")} for c in spec.get(key) or [] if isinstance(c, abc.Mapping)]
 
     shape = {
         "labels": {k: v for k, v in (meta.get("labels") or {}).items() if not k.startswith(KUEUE_PREFIX)},
@@ -489,7 +493,7 @@ def _workload(f: Fields) -> KueueWorkload:
         admission = Admission(f.string("status.admission.clusterQueue", "", adm.get("clusterQueue")) or "", tuple(psa))
     # Only Finished=True matters; other conditions are Kueue's own business, whatever their shape.
     finished = any(c.get("type") == "Finished" and c.get("status") == "True"
-                   for c in f.items("status.conditions") if isinstance(c, Mapping))
+                   for c in f.items("status.conditions") if isinstance(c, abc.Mapping))
     ref = f.mapping("spec.priorityClassRef")
     reclaimable = {}
     for p, r in f.objects("status.reclaimablePods"):
@@ -569,7 +573,7 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
 
     def add(doc: Document) -> None:
         body = doc.body
-        if not isinstance(body, Mapping):
+        if not isinstance(body, abc.Mapping):
             raise SnapshotError(f"expected a Kubernetes object, got {type(body).__name__}", source=doc.source)
         kind, api = body.get("kind"), body.get("apiVersion")
         if not isinstance(kind, str) or not isinstance(api, str):
@@ -614,7 +618,7 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
 
 def _rejected(doc: Document, error: SnapshotError) -> Rejected:
     """What can be told of a malformed object: its kind and name, as far as they are readable."""
-    body = doc.body if isinstance(doc.body, Mapping) else {}
+    body = doc.body if isinstance(doc.body, abc.Mapping) else {}
     meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
 
     def text(value: Any) -> str:
