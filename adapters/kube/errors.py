@@ -71,7 +71,8 @@ def _connection_problem(error: BaseException) -> str:
 
 _HINTS = {
     401: "the kubeconfig's credentials were not accepted; renew them (log in again) and retry",
-    403: "the user lacks a permission clueue needs; grant clueue's RBAC role (see docs/errors.md)",
+    403: "the kubeconfig's user lacks a permission clueue needs; grant it (docs/errors.md lists what clueue "
+         "reads and writes)",
     404: "check that the kueue.x-k8s.io CRDs are installed (clueue crds | kubectl apply -f -) and the "
          "object still exists",
     409: "it kept changing while clueue wrote it; run the command again",

@@ -127,7 +127,7 @@ def test_an_object_deleted_between_read_and_write_is_not_written_and_not_an_erro
     (_refused(), errors.ClusterUnavailable, ["connection refused", "kubectl cluster-info"]),
     (_api_error(504, "Gateway Timeout"), errors.ClusterUnavailable, ["HTTP 504 Gateway Timeout", "after retrying", "again"]),
     (_api_error(403, "Forbidden", 'clusterqueues is forbidden: User "bob" cannot list'),
-     errors.ApiRefused, ['User "bob" cannot list', "RBAC"]),
+     errors.ApiRefused, ['User "bob" cannot list', "lacks a permission", "docs/errors.md"]),
     (_api_error(404, "Not Found", "the server could not find the requested resource"),
      errors.ApiRefused, ["HTTP 404 Not Found", "clueue crds | kubectl apply -f -"]),
     (_api_error(409, "Conflict", "the object has been modified"), errors.ApiRefused, ["kept changing", "again"]),
