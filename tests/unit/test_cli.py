@@ -224,6 +224,9 @@ def test_namespace_shows_its_workloads_and_their_actions_only():
     text = invoke("plan", EXAMPLE, "--namespace", "team-a").output
     assert text.startswith("Plan for 3 of 11 workloads (in namespace team-a): 2 admitted")
     assert "research/" not in text and "team-b/" not in text
+    empty = invoke("plan", EXAMPLE, "-n", "absent").output.splitlines()
+    assert empty[0].startswith("Plan for 0 of 11 workloads (in namespace absent)") and empty[1] == ""
+    assert empty[2].startswith("Solver: ") and len(empty) == 3  # no table of no ClusterQueues
     result = invoke("plan", EXAMPLE, "-n", "team-a", "-A")
     assert result.exit_code == 2 and "give -n/--namespace or -A/--all-namespaces, not both" in result.stderr
 
