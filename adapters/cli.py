@@ -259,33 +259,45 @@ def crds() -> None:
 @_budget
 @click.option("--dry-run", type=click.Choice(["none", "server"]), default="none", show_default=True,
               help="server: send every write with dryRun=All; nothing changes.")
+@click.option("--lease-namespace", metavar="NS", help="Namespace of the clueue-decider Lease that deciders take "
+              "turns with (default: the configuration's controllerNamespace, clueue-system); it must exist.")
+@click.option("--lease-timeout", type=click.FloatRange(min=0), default=60, show_default=True, metavar="SECONDS",
+              help="How long to wait while another decider holds the lease, then fail with exit code 4.")
 @_output
 @_guard
 def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policies: tuple[str, ...],
-          config_path: str | None, time_budget: float | None, dry_run: str, fmt: str) -> None:
+          config_path: str | None, time_budget: float | None, dry_run: str, lease_namespace: str | None,
+          lease_timeout: float, fmt: str) -> None:
     """Run one decision cycle on a live cluster and apply its plan: writes to the cluster.
 
     Reads the cluster of the kubeconfig. Writes Workloads (created for pods and pod groups;
     admissions, evictions and their conditions in status), Pods (the admission gate removed, the
     flavors' node selector added; excess pods and the pods of preempted workloads deleted) and
     Events. --dry-run=server sends the same writes for validation only.
+
+    One decider at a time: apply holds the Lease clueue-decider (--lease-namespace) from before
+    it reads the cluster until its last write; a dry run takes no lease.
     """
-    from .kube import apply_plan, read_cluster
+    from .kube.decide import decide_and_apply
     from .kube.retry import counting_retries
     api = _api(*_cluster(kubeconfig, context, in_cluster))
     with counting_retries() as tally:  # the reads' retries count too, not only apply_plan's
-        result = _cycle(read_cluster(api), policies, config_path, time_budget)
-        applied = apply_plan(api, result, dry_run=dry_run == "server")
+        applied = decide_and_apply(api, load_policy(policies), load_config(config_path, time_budget=time_budget),
+                                   dry_run=dry_run == "server", lease_namespace=lease_namespace,
+                                   lease_timeout=lease_timeout).applied
     applied.retries = tally.retries
     if fmt == "text":
         for line in applied.writes:
             click.echo(("would " if dry_run == "server" else "") + line)
         for line in applied.errors:
             click.echo(f"error: {line}", err=True)
+        for line in applied.warnings:
+            click.echo(f"warning: {line}", err=True)
         click.echo(f"{'dry run: ' if dry_run == 'server' else ''}{applied.summary()}")
     else:
         click.echo(dump({"writes": applied.writes, "skipped": applied.skipped, "errors": applied.errors,
-                         "retries": applied.retries, "stopped": applied.stopped}, fmt), nl=False)
+                         "warnings": applied.warnings, "retries": applied.retries, "stopped": applied.stopped},
+                        fmt), nl=False)
     if applied.stopped:
         from .kube.errors import ClusterUnavailable
         sys.exit(ClusterUnavailable.exit_code)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -42,7 +42,9 @@ from kubernetes.client.exceptions import ApiException
 from clueue.engine import Plan, WorkloadEntry
 from clueue.engine.objects import Rejected
 
+from .consistency import admission_difference, missing_owners, pod_set_difference, reasons_digest, tag_of, tagged
 from .kinds import KUEUE_GROUP, kueue_version
+from .lease import LeaseLost
 from .errors import ClusterUnavailable, recorded
 from .retry import call, counting_retries, missing_is_none, update_with_retry
 
@@ -52,6 +54,7 @@ GATE = "kueue.x-k8s.io/admission"
 FINALIZER = "kueue.x-k8s.io/managed"
 MANAGER = "clueue"
 _MESSAGE_LIMIT = 32 * 1024  # condition messages are capped by the API at 32 KiB
+T = TypeVar("T")
 
 
 @dataclass
@@ -61,6 +64,7 @@ class ApplyResult:
     writes: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what needs a person, though nothing failed
     retries: int = 0  # requests sent again after a conflict, throttling or a transient failure
     stopped: bool = False  # the API server became unavailable: the rest of the plan was not applied
 
@@ -86,20 +90,22 @@ def _conditions(old: list[dict[str, Any]], wanted: list[tuple[str, str, str, str
     return [by_type[k] for k in sorted(by_type)]
 
 
-def _same_conditions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    strip = lambda cs: sorted((c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in cs)  # noqa: E731
-    return strip(a) == strip(b)
-
-
 class _Applier:
-    def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool) -> None:
+    def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool, fence: Callable[[], None]) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.version = kueue_version(api)
         self.plan = plan
         self.dry = {"dry_run": "All"} if dry_run else {}
         self.result = ApplyResult()
-        self.admitted: set[str] = set()  # workloads whose admission is recorded
+        self.fence = fence
+        self.entries: dict[str, WorkloadEntry] = {}
+        self.recorded: dict[str, Any] = {}  # workload -> its status.admission, read once before its first ungate
+
+    def _fenced(self, write: Callable[[], T]) -> T:
+        """A write, sent only while the decider lease is surely held (lease.py)."""
+        self.fence()
+        return call(write)
 
     # -- Workloads -------------------------------------------------------------------------
     def _get_workload(self, ns: str, name: str) -> dict[str, Any] | None:
@@ -133,44 +139,50 @@ class _Applier:
             return {**status, "admission": admission, "conditions": conditions}
         preempted = any(r.code == "Preempted" for r in entry.reasons)  # as the eviction recorded it
         reason = "Inadmissible" if entry.state == "inadmissible" else "Preempted" if preempted else "Pending"
-        conditions = _conditions(status.get("conditions", []), [("QuotaReserved", "False", reason, message)])
-        if _same_conditions(conditions, status.get("conditions", [])):
-            return None
-        return {**status, "conditions": conditions}
+        digest = reasons_digest(entry.reasons)
+        old = next((c for c in status.get("conditions", []) if c.get("type") == "QuotaReserved"), {})
+        if (old.get("status"), old.get("reason"), tag_of(old.get("message", ""))) == ("False", reason, digest):
+            return None  # the same reasons with the same data: a changed rendering alone is no news
+        message = tagged(message, digest, _MESSAGE_LIMIT)
+        return {**status, "conditions": _conditions(status.get("conditions", []),
+                                                    [("QuotaReserved", "False", reason, message)])}
 
     def workload(self, entry: WorkloadEntry) -> None:
         ns, name = entry.name.split("/", 1)
         label = f"Workload {entry.name}"
-        if self._get_workload(ns, name) is None:
+        self.entries[entry.name] = entry
+        existing = self._get_workload(ns, name)
+        if existing is not None and entry.origin != "workload":
+            existing = self._consistent(entry, existing)
+        if existing is None:
             if entry.origin == "workload":
                 self.result.skipped.append(f"missing {label}")
                 return
             try:
-                call(lambda: self.custom.create_namespaced_custom_object(
+                self._fenced(lambda: self.custom.create_namespaced_custom_object(
                     KUEUE_GROUP, self.version, ns, "workloads", self._new_workload(entry), field_manager=MANAGER,
                     **self.dry))
                 self.result.writes.append(f"create {label}")
             except ApiException as e:
-                if e.status != 409:  # 409: created meanwhile; its status is handled below
+                if e.status != 409:  # 409: created meanwhile (its status is handled below), or still being deleted
                     raise
+                if ((self._get_workload(ns, name) or {}).get("metadata") or {}).get("deletionTimestamp"):
+                    self.result.skipped.append(f"create {label}: the one it replaces is still being deleted")
+                    return
             if self.dry:  # a dry-run create leaves nothing to write the status on
                 if entry.state == "admitted":
-                    self.admitted.add(entry.name)
+                    self.recorded[entry.name] = {"podSetAssignments": [
+                        {"name": a.name, "flavors": dict(a.flavors)} for a in entry.admission]}
                 return
-        before: dict[str, Any] = {}
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            before["status"] = obj.get("status") or {}
-            wanted = self._desired_status(entry, before["status"])
+            wanted = self._desired_status(entry, obj.get("status") or {})
             return None if wanted is None else {**obj, "status": wanted}
 
         wrote = update_with_retry(
             lambda: self._get_workload(ns, name), change,
-            lambda obj: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))
-        current = self._get_workload(ns, name) if not self.dry else None
-        if (current or {}).get("status", {}).get("admission") or (wrote and entry.state == "admitted"):
-            self.admitted.add(entry.name)
+            lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
         if wrote:
             self.result.writes.append(f"status {label}")
             kind = "Warning" if entry.state == "inadmissible" else "Normal"
@@ -180,6 +192,49 @@ class _Applier:
         else:
             self.result.skipped.append(f"status {label}")
 
+    def _consistent(self, entry: WorkloadEntry, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """The Workload of pods ``obj``, made to match them: deleted (None returned, so that it is
+        created anew) if its pod sets differ and it holds no admission; else given an owner
+        reference for each of its pods that lacks one."""
+        ns, name = entry.name.split("/", 1)
+        label = f"Workload {entry.name}"
+        if any(r.code == "InvalidObject" for r in entry.reasons):
+            return obj  # some of its pods cannot be read: what they make is unknown
+        difference = pod_set_difference(obj, entry)
+        if difference and not (obj.get("status") or {}).get("admission"):
+            meta = obj["metadata"]
+            # Only the version read: one admitted or changed meanwhile is left for the next cycle.
+            options = client.V1DeleteOptions(preconditions=client.V1Preconditions(
+                uid=meta.get("uid"), resource_version=meta.get("resourceVersion")))
+            try:
+                self._fenced(lambda: self.custom.delete_namespaced_custom_object(
+                    KUEUE_GROUP, self.version, ns, "workloads", name, body=options, **self.dry))
+            except ApiException as e:
+                if e.status == 409:
+                    self.result.skipped.append(f"replace {label}: it changed meanwhile")
+                    return obj
+                if e.status != 404:
+                    raise
+            self.result.writes.append(f"delete {label}: {difference}; replaced")
+            return None
+        if difference:
+            self.result.warnings.append(f"{label} holds an admission but {difference}; it is left as it is "
+                                        "while admitted (Kueue's Workloads do not change their pod sets)")
+
+        def own(current: dict[str, Any]) -> dict[str, Any] | None:
+            owners = missing_owners(current, entry)
+            if not owners:
+                return None
+            meta = current["metadata"]
+            return {**current, "metadata": {**meta, "ownerReferences": (meta.get("ownerReferences") or []) + owners}}
+
+        if update_with_retry(lambda: self._get_workload(ns, name), own,
+                             lambda changed: self._fenced(lambda: self.custom.replace_namespaced_custom_object(
+                                 KUEUE_GROUP, self.version, ns, "workloads", name, changed, field_manager=MANAGER,
+                                 **self.dry))):
+            self.result.writes.append(f"own {label}: owner references added for its pods")
+        return obj
+
     # -- Pods ------------------------------------------------------------------------------
     def _get_pod(self, ns: str, name: str) -> client.V1Pod | None:
         return missing_is_none(lambda: self.core.read_namespaced_pod(name, ns))
@@ -187,8 +242,17 @@ class _Applier:
     def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str],
                annotations: dict[str, str]) -> None:
         ns, name = target.split("/", 1)
-        if workload not in self.admitted:
+        if workload not in self.recorded:  # read when its first pod is ungated, not from the plan
+            wl_ns, wl_name = workload.split("/", 1)
+            self.recorded[workload] = ((self._get_workload(wl_ns, wl_name) or {}).get("status") or {}).get("admission")
+        if not self.recorded[workload]:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
+            return
+        entry = self.entries.get(workload)
+        differs = admission_difference(self.recorded[workload], entry) if entry else ""
+        if differs:  # the node selector would be another flavor's than the one it holds quota in
+            self.result.errors.append(f"ungate Pod {target}: {differs}; left gated, for the next cycle to "
+                                      "ungate as recorded")
             return
 
         def change(pod: client.V1Pod) -> client.V1Pod | None:
@@ -206,8 +270,8 @@ class _Applier:
             return pod
 
         try:
-            wrote = update_with_retry(lambda: self._get_pod(ns, name), change,
-                                      lambda pod: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))
+            wrote = update_with_retry(lambda: self._get_pod(ns, name), change, lambda pod: self._fenced(
+                lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry)))
         except ValueError as e:
             self.result.errors.append(f"ungate Pod {target}: {e}")
             return
@@ -225,17 +289,19 @@ class _Applier:
             status = obj.get("status") or {}
             if not status.get("admission"):
                 return None  # lost its admission meanwhile: nothing to release
+            entry = self.entries.get(target)  # tagged as a pending status is, so the next apply leaves it
+            pending = tagged(message, reasons_digest(entry.reasons), _MESSAGE_LIMIT) if entry else message
             conditions = _conditions(status.get("conditions", []), [
-                ("Evicted", "True", "Preempted", message), ("QuotaReserved", "False", "Preempted", message),
+                ("Evicted", "True", "Preempted", message), ("QuotaReserved", "False", "Preempted", pending),
                 ("Admitted", "False", "Preempted", message)])
             kept = {k: v for k, v in status.items() if k != "admission"}
             return {**obj, "status": {**kept, "conditions": conditions}}
 
         wrote = update_with_retry(
             lambda: self._get_workload(ns, name), evict,
-            lambda obj: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))
-        self.admitted.discard(target)
+            lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
+        self.recorded[target] = None
         if wrote:
             self.result.writes.append(f"preempt {label}")
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Preempted", message)
@@ -253,11 +319,11 @@ class _Applier:
             pod.metadata.finalizers = [f for f in pod.metadata.finalizers if f != FINALIZER] or None
             return pod
 
-        update_with_retry(lambda: self._get_pod(ns, name), unfinalize,
-                          lambda pod: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))
+        update_with_retry(lambda: self._get_pod(ns, name), unfinalize, lambda pod: self._fenced(
+            lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry)))
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
         try:
-            call(lambda: self.core.delete_namespaced_pod(name, ns, body=options, **self.dry))
+            self._fenced(lambda: self.core.delete_namespaced_pod(name, ns, body=options, **self.dry))
         except ApiException as e:
             if e.status in (404, 409):  # gone already, or a new pod reuses the name
                 self.result.skipped.append(f"delete Pod {target}")
@@ -291,7 +357,8 @@ class _Applier:
             self.result.errors.append(f"event {reason} on {kind} {ns}/{name}: {e.reason}")
 
 
-def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> ApplyResult:
+def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
+               fence: Callable[[], None] | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
 
     With ``dry_run`` every write is sent with ``dryRun=All``: the API server validates it and
@@ -301,10 +368,13 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> A
     next object; when the server becomes unavailable (after the retries of retry.py), the apply
     stops there, with ``stopped`` set and what was written so far in ``writes``.
 
+    ``fence`` is called before every write (:meth:`DeciderLease.fence <.lease.DeciderLease.fence>`);
+    when it raises :class:`~.lease.LeaseLost` the apply stops there in the same way.
+
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
     """
-    applier = _Applier(api, plan, dry_run)
+    applier = _Applier(api, plan, dry_run, fence or (lambda: None))
     result = applier.result
     if applier.version is None:
         result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
@@ -330,7 +400,7 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False) -> A
                     elif action.kind == "preempt":
                         applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
                                         details["reason"]["message"])
-        except ClusterUnavailable as e:  # the writes so far stay valid (see the order above); the next apply goes on
+        except (ClusterUnavailable, LeaseLost) as e:  # the writes so far stay valid (see the order above); the next apply goes on
             result.errors.append(str(e))
             result.stopped = True
     result.retries = tally.retries

@@ -1,0 +1,68 @@
+"""One decider's turn: take the lease, read the cluster, decide, write, give the lease back.
+
+This is what ``clueue apply`` runs, and what the controller runs each cycle: the snapshot is
+read only once the decider lease is held (lease.py), so it holds every write of the previous
+decider, and every write is fenced by the lease (apply.py). A dry run writes nothing and takes
+no lease. Quota that admitted workloads hold beyond their quota tree's, from before the lease
+or from outside clueue, is reported as a warning (engine/overcommit.py), never evicted here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable
+
+from kubernetes import client
+
+from clueue.engine import Config, Plan, Policy, Snapshot
+from clueue.engine.guard import guarded_cycle
+from clueue.engine.overcommit import over_quota
+from clueue.engine.workloads import build_workloads
+
+from .apply import ApplyResult, apply_plan
+from .errors import api_errors
+from .kinds import KUEUE_GROUP, kueue_version
+from .lease import LEASE_NAME, DeciderLease
+from .read import read_cluster
+
+__all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S"]
+
+LEASE_TIMEOUT_S = 60.0  # how long apply waits for another decider: a cycle and its writes, and some
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What one turn decided and what applying it did."""
+
+    plan: Plan | None  # None: nothing was decided (kueue.x-k8s.io is not installed)
+    applied: ApplyResult
+
+
+def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Config(), *, dry_run: bool = False,
+                     lease_namespace: str | None = None, lease_timeout: float = LEASE_TIMEOUT_S,
+                     decide: Callable[[Snapshot], Plan] | None = None) -> Decided:
+    """Hold the decider lease (``lease_namespace``, default the configuration's controller
+    namespace) while reading the cluster, deciding (``decide``, default a guarded cycle of
+    ``policy`` and ``config``) and applying the plan.
+
+    Raises:
+        LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
+        AdapterError: the lease's namespace does not exist; the cluster cannot be read.
+        ClueueError: the cycle failed (see :func:`~clueue.engine.guard.guarded_cycle`).
+    """
+    run = decide or (lambda snapshot: guarded_cycle(snapshot, policy, config))
+    namespace = lease_namespace or config.controller_namespace
+    if kueue_version(api) is None:  # before the lease: a cluster without Workloads has nothing to decide
+        return Decided(None, ApplyResult(errors=[f"{KUEUE_GROUP} is not installed: Workloads cannot be written; "
+                                                 "nothing applied"]))
+    lease: DeciderLease | None = None
+    with contextlib.ExitStack() as held:
+        if not dry_run:
+            with api_errors(api, f"taking Lease {namespace}/{LEASE_NAME}"):
+                lease = held.enter_context(DeciderLease(api, namespace).acquire(lease_timeout))
+        snapshot = read_cluster(api)
+        plan = run(snapshot)
+        applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease else None)
+    applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config).workloads)]
+    return Decided(plan, applied)
