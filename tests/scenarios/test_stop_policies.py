@@ -75,3 +75,19 @@ def test_the_quota_of_a_drained_workload_is_not_given_away_in_the_same_cycle():
                local_queue("cq", name="open"), workload("waiting", cpu="8", queue="open"))
     assert _preempts(plan) == {"default/running": "LocalQueueDrained"}
     assert states(plan)["default/waiting"] == "pending"
+
+
+def test_the_text_plan_says_why_a_workload_is_evicted(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from clueue.adapters.cli import main
+    off = workload("off", admitted_in=("cq", "f"))
+    off["spec"]["active"] = False
+    objs = _queues(lq_policy="HoldAndDrain") + [workload("running", admitted_in=("cq", "f")), off]
+    (tmp_path / "s.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    result = CliRunner().invoke(main, ["plan", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "evicted: LocalQueue default/main is stopped with stopPolicy HoldAndDrain" in result.output
+    assert "the Workload is deactivated (spec.active is false)" in result.output

@@ -69,3 +69,11 @@ def test_plan_shows_the_notice_of_an_empty_snapshot(tmp_path):
     (tmp_path / "empty.yaml").write_text("# nothing\n")
     result = CliRunner().invoke(main, ["plan", str(tmp_path)])
     assert result.exit_code == 0 and "notice: the snapshot holds no objects clueue reads" in result.output
+
+
+def test_the_text_plan_lists_the_rejected_objects():
+    from clueue.adapters.render import render_plan
+    plan = _plan(_cluster(), workload("bad", pod_sets=_BAD_TEMPLATE))
+    text = render_plan(plan, "text")
+    assert ("rejected: Workload default/bad (api:3): spec.podSets[0].template.spec.containers[0].resources: "
+            "expected an object, got 'lots'") in text
