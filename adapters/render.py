@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Container, Iterable, Mapping, Sequence
 
 import jinja2
 import yaml
@@ -22,8 +22,8 @@ _env = jinja2.Environment(loader=jinja2.PackageLoader("clueue.adapters", "templa
 
 _EVERYTHING = Scope()
 # The text plan's per-ClusterQueue columns: each workload counts in exactly one.
-_COLUMNS = ("new", "before", "pending", "preempted", "inadmissible", "finished")
-_HEADINGS = ("admitted new", "admitted before", "pending", "preempted", "inadmissible", "finished")
+_COLUMNS = ("new", "before", "pending", "evicted", "inadmissible", "finished")
+_HEADINGS = ("admitted new", "admitted before", "pending", "evicted", "inadmissible", "finished")
 
 
 def dump(data: Any, fmt: str) -> str:
@@ -51,7 +51,8 @@ def render_plan(plan: Plan, fmt: str, *, scope: Scope = _EVERYTHING, snapshot: S
         data["metadata"]["filter"] = scope.to_dict(len(plan.workloads))
     if fmt != "text":
         return dump(data, fmt)
-    columns = [_column(w) for w in shown.workloads]
+    evicted = {a.workload for a in shown.actions if a.kind == "preempt"}
+    columns = [_column(w, evicted) for w in shown.workloads]
     return _env.get_template("plan.txt.j2").render(
         plan=data, total=len(plan.workloads), scope=scope.describe(), count=Counter(columns),
         columns=columns, origins=_origins(plan, shown.actions),
@@ -73,12 +74,14 @@ def render_explanation(plan: Plan, workload: str, fmt: str) -> str:
     return dump({**entry.to_dict(), "actions": [a.to_dict() for a in actions]}, fmt)
 
 
-def _column(w: WorkloadEntry) -> str:
-    """Where the text plan counts ``w``: its state, admissions split by when, evictions apart."""
-    first = w.reasons[0].code if w.reasons else ""
+def _column(w: WorkloadEntry, evicted: Container[str]) -> str:
+    """Where the text plan counts ``w``: evicted by this cycle (preempted, deactivated, drained),
+    admitted by it or before it, or else its state."""
+    if w.name in evicted:
+        return "evicted"
     if w.state == "admitted":
-        return "before" if first == "AlreadyAdmitted" else "new"
-    return "preempted" if first == "Preempted" else w.state
+        return "before" if w.reasons and w.reasons[0].code == "AlreadyAdmitted" else "new"
+    return w.state
 
 
 def _origins(plan: Plan, actions: Sequence[Action]) -> list[str]:
@@ -93,7 +96,7 @@ def _origin(action: Action, entries: Mapping[str, WorkloadEntry]) -> str:
     reason = action.details.get("reason")
     if not reason:
         return ""
-    if action.kind != "preempt" or reason["code"] != "Preempted":  # an excess pod, a queue drained, ...
+    if action.kind != "preempt":
         return f"({reason['message']})"
     queue = reason["details"]["clusterQueue"]
     preemptors = []

@@ -287,7 +287,7 @@ def test_text_plan_marks_new_admissions_apart_from_earlier_ones():
 
 def test_text_plan_ends_with_counts_per_cluster_queue():
     lines = invoke("plan", EXAMPLE).output.splitlines()
-    table = lines[lines.index("ClusterQueue  admitted new  admitted before  pending  preempted  inadmissible  finished"):]
+    table = lines[lines.index("ClusterQueue  admitted new  admitted before  pending  evicted  inadmissible  finished"):]
     assert [row.split() for row in table[1:]] == [["research", "1", "0", "3", "0", "0", "0"],
                                                   ["team-a", "2", "0", "1", "0", "1", "0"],
                                                   ["team-b", "2", "1", "0", "0", "0", "0"]]
@@ -311,9 +311,9 @@ def preemption_snapshot(tmp_path, borrower_priority):
 
 def test_text_plan_says_which_workload_a_preemption_makes_room_for(tmp_path):
     lines = invoke("plan", preemption_snapshot(tmp_path, borrower_priority=3)).output.splitlines()
-    assert lines[0] == ("Plan for 3 workloads: 1 admitted (0 new, 1 before this cycle), 1 pending, 1 preempted, "
+    assert lines[0] == ("Plan for 3 workloads: 1 admitted (0 new, 1 before this cycle), 1 pending, 1 evicted, "
                         "0 inadmissible, 0 finished.")
-    assert "PREEMPTED    default/low  (queue main -> a, priority 0)" in lines
+    assert "EVICTED      default/low  (queue main -> a, priority 0)" in lines
     assert "  preempt    default/low  (priority 0, ClusterQueue a) to make room for default/high (priority 100)" in lines
     assert [row.split() for row in lines[-2:]] == [["a", "0", "0", "1", "1", "0", "0"], ["b", "0", "1", "0", "0", "0", "0"]]
     explained = invoke("explain", preemption_snapshot(tmp_path, borrower_priority=3), "default/low").output
@@ -323,10 +323,24 @@ def test_text_plan_says_which_workload_a_preemption_makes_room_for(tmp_path):
 def test_text_plan_says_when_a_preemption_reclaims_across_the_cohort(tmp_path):
     snap = preemption_snapshot(tmp_path, borrower_priority=0)
     lines = invoke("plan", snap).output.splitlines()
-    assert "PREEMPTED    other/borrower  (queue main -> b, priority 0)" in lines
+    assert "EVICTED      other/borrower  (queue main -> b, priority 0)" in lines
     assert ("  preempt    other/borrower  (priority 0, ClusterQueue b) to make room for default/high "
             "(priority 100, ClusterQueue a of the same cohort)") in lines
     # shown without its preemptor, an eviction still says what it makes room for
     narrowed = invoke("plan", snap, "-n", "other").output
     assert "to make room for default/high (priority 100, ClusterQueue a of the same cohort)" in narrowed
     assert "PENDING      default/high" not in narrowed
+
+
+def test_text_plan_counts_a_deactivated_workload_as_evicted_and_says_why(tmp_path):
+    from tests.builders import cluster_queue, flatten, flavor, local_queue, workload
+    stopped = workload("stopped", cpu=1, admitted_in=("cq", "od"))
+    stopped["spec"]["active"] = False
+    docs = flatten([flavor("od"), cluster_queue("cq", {"od": {"cpu": 4}}), local_queue("cq"), stopped])
+    (tmp_path / "snap.yaml").write_text(yaml.safe_dump_all(docs))
+    lines = invoke("plan", str(tmp_path / "snap.yaml")).output.splitlines()
+    assert lines[0].startswith("Plan for 1 workloads: 0 admitted (0 new, 0 before this cycle), 0 pending, 1 evicted, ")
+    assert lines[2].startswith("EVICTED      default/stopped  (queue main -> cq")
+    preempt = next(line for line in lines if line.startswith("  preempt    default/stopped  ("))
+    assert "make room" not in preempt  # no preemptor: the reason it stops
+    assert lines[-1].split() == ["cq", "0", "0", "0", "1", "0", "0"]
