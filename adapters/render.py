@@ -96,7 +96,7 @@ def _origin(action: Action, entries: Mapping[str, WorkloadEntry]) -> str:
     reason = action.details.get("reason")
     if not reason:
         return ""
-    if action.kind != "preempt":
+    if action.kind != "preempt" or reason["code"] != "Preempted":  # an excess pod, a queue drained, ...
         return f"({reason['message']})"
     queue = reason["details"]["clusterQueue"]
     preemptors = []
