@@ -2,7 +2,8 @@
 
 Exit codes, as ``opa`` has them: 0 all well; 1 the policy has errors (check), a test fails
 (test), or decisions differ with ``--exit-code`` (diff); 2 a usage error or a test/diff that
-could not run (a missing path, an invalid snapshot or test file, a policy that does not load).
+could not run (a missing path, an invalid snapshot or test file, a policy that does not load);
+130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from clueue.engine import ClueueError, Config
-from clueue.engine.guard import Limits
+from clueue.engine.guard import CHECK_SECONDS, Limits
 from clueue.engine.policy import load_policy
 from clueue.engine.policytest import (
     CaseResult, SnapshotDiff, builtin_tests, check_policy, diff_policies, load_tests, run_tests,
@@ -35,23 +36,33 @@ def _fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def _interrupted() -> NoReturn:
+    # Ctrl-C: the guarded child process is already gone (clueue.engine.guard).
+    click.echo("error: interrupted", err=True)
+    sys.exit(130)
+
+
 def _limits(seconds: float | None, memory: int | None, no_limits: bool) -> Limits | None:
     return None if no_limits else Limits(seconds=seconds, memory_mib=memory if memory else None)
 
 
-_limit_options = [
-    click.option("--limit-seconds", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
-                 help="Wall-clock limit of a cycle that runs user policy files (default: 3 x time budget + 10)."),
-    click.option("--limit-memory", type=click.IntRange(min=0), default=2048, show_default=True, metavar="MIB",
-                 help="Memory limit of such a cycle in MiB; 0: none."),
-    click.option("--no-limits", is_flag=True, help="Run user policy files in-process, without limits."),
-]
+def _with_limits(default_seconds: str) -> Any:
+    """--limit-seconds, --limit-memory and --no-limits; ``default_seconds`` says what no
+    --limit-seconds means."""
+    options = [
+        click.option("--limit-seconds", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
+                     help=f"Wall-clock limit of each cycle's process (default: {default_seconds})."),
+        click.option("--limit-memory", type=click.IntRange(min=0), default=2048, show_default=True, metavar="MIB",
+                     help="Memory limit of that process in MiB; 0: none."),
+        click.option("--no-limits", is_flag=True, help="Run in this process, without limits (and deaf to Ctrl-C "
+                                                       "while grounding)."),
+    ]
 
-
-def _with_limits(fn: Any) -> Any:
-    for option in reversed(_limit_options):
-        fn = option(fn)
-    return fn
+    def decorate(fn: Any) -> Any:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return decorate
 
 
 @click.group()
@@ -64,17 +75,22 @@ def policy() -> None:
 @click.argument("paths", nargs=-1, metavar="[PATH...]")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Fail on warnings too.")
-def check(paths: tuple[str, ...], fmt: str, strict: bool) -> None:
+@_with_limits(f"{CHECK_SECONDS:g}")
+def check(paths: tuple[str, ...], fmt: str, strict: bool, limit_seconds: float | None, limit_memory: int,
+          no_limits: bool) -> None:
     """Check policy files as --policy would load them (the built-in ones without PATH).
 
     Reports syntax errors and clingo's warnings, predicates read but never defined or used with
-    a wrong arity, unsafe variables and forbidden constructs, as file:line:column. Prints nothing
-    when all is well; exit code 1 on errors (and on warnings with --strict).
+    a wrong arity, unsafe variables and forbidden constructs, as file:line:column, and a rule
+    whose grounding exceeds the limits (one that never ends). Prints nothing when all is well;
+    exit code 1 on errors (and on warnings with --strict).
     """
     try:
-        diagnostics = check_policy(paths)
+        diagnostics = check_policy(paths, limits=_limits(limit_seconds, limit_memory, no_limits))
     except ClueueError as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        _interrupted()
     if fmt == "json":
         click.echo(json.dumps({"diagnostics": [d.to_dict() for d in diagnostics]}, indent=2))
     else:
@@ -115,7 +131,7 @@ def _render_results(results: list[CaseResult], verbose: bool) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--time-budget", type=click.FloatRange(min=0.01), default=None, metavar="SECONDS",
               help="Solver time budget per case (default 10).")
-@_with_limits
+@_with_limits("3 x time budget + 10")
 def test(paths: tuple[str, ...], policies: tuple[str, ...], pattern: str | None, verbose: bool, fmt: str,
          time_budget: float | None, limit_seconds: float | None, limit_memory: int, no_limits: bool) -> None:
     """Run policy tests: YAML files of kind PolicyTest (the built-in suite without PATH).
@@ -134,6 +150,8 @@ def test(paths: tuple[str, ...], policies: tuple[str, ...], pattern: str | None,
                             limits=_limits(limit_seconds, limit_memory, no_limits))
     except ClueueError as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        _interrupted()
     if pattern and not results:
         _fail(f"--run {pattern!r} matches none of the {len(cases)} cases")
     if fmt == "json":
@@ -184,7 +202,7 @@ def _render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> 
 @click.option("--time-budget", type=click.FloatRange(min=0.01), default=None, metavar="SECONDS")
 @click.option("-o", "--output", "fmt", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 @click.option("--exit-code", is_flag=True, help="Exit with 1 when some decision differs (for CI).")
-@_with_limits
+@_with_limits("3 x time budget + 10")
 def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...], config_path: str | None,
          time_budget: float | None, fmt: str, exit_code: bool, limit_seconds: float | None, limit_memory: int,
          no_limits: bool) -> None:
@@ -201,6 +219,8 @@ def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...
                               limits=_limits(limit_seconds, limit_memory, no_limits))
     except ClueueError as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        _interrupted()
     base_label = " ".join(base) or "built-in policy"
     new_label = " ".join(policies) or "built-in policy"
     if fmt == "text":

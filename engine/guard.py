@@ -1,21 +1,33 @@
-"""Budgets for cycles that run a user's policy: a wall-clock limit and a memory limit.
+"""Budgets for decision cycles: a wall-clock limit and a memory limit, and Ctrl-C that works.
 
-clingo cannot interrupt grounding, so a pathological user rule (a join of large domains, an
-interval of a billion numbers) could hang the controller or exhaust its memory. A cycle whose
-policy includes user files therefore runs in a child process with ``RLIMIT_AS`` set and is
-killed when its wall-clock limit passes. When that happens, a second child grounds the user's
-statements one by one and reports each before grounding it, so the error names the rule that
-was being grounded when the limit hit.
+clingo cannot interrupt grounding, and while it grounds it holds the main thread, so neither a
+timer nor Python's SIGINT handler can stop it in-process. A guarded cycle therefore runs in a
+child process with ``RLIMIT_AS`` set, whatever its policy (built-in rules blow up too, on a
+large or unkind snapshot); the parent only waits on a pipe, so it kills the child when the
+wall-clock limit passes, and on Ctrl-C (``KeyboardInterrupt`` is raised in the parent as usual,
+after the child is gone). When a limit hits, a second child compiles the snapshot and grounds
+the policy statement by statement, reporting each before grounding it, so the error names the
+phase or the rule (built-in or not) that was being worked on when the limit hit.
 
-The built-in policy path stays in-process: :func:`guarded_cycle` only forks for user files.
+The child is forked: the snapshot and the parsed policy are not copied or parsed again. On the
+baseline snapshot (15,000 workloads) this costs about 0.1 s of a 7 s ``clueue plan``, mostly
+sending the plan back.
+
+A :class:`~clueue.engine.cycle.Session` is not guarded: it keeps what it derived across cycles
+in its process, which a child per cycle would lose. Its cycles are bounded by the solver's time
+budget and by what the snapshot's objects may hold (quantities within Kubernetes' limits); a
+controller that runs one runs a policy that has run guarded first (``clueue plan``, ``clueue
+policy test``), and relies on its pod's own memory limit.
 
 >>> plan = guarded_cycle(snapshot, load_policy(["my-policies/"]), limits=Limits(seconds=30))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import resource
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -30,9 +42,9 @@ from .facts import render_facts
 from .plan import Plan
 from .policy import Policy
 from .snapshot import Snapshot
-from .solver import probe_grounding
+from .solver import PolicyOutline, outline_policy, parse_policy, probe_grounding
 
-__all__ = ["Limits", "LimitExceeded", "guarded_cycle", "run_limited"]
+__all__ = ["Limits", "LimitExceeded", "guarded_cycle", "guarded_outline", "run_limited", "CHECK_SECONDS"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,7 @@ class Limits:
     Parameters:
         seconds: wall-clock limit of the whole cycle; ``None``: three times the solver's time
             budget (the decide pass, its final optimization and the explain pass each get up to
-            one budget) plus 10 s for grounding.
+            one budget) plus 10 s for compiling and grounding.
         memory_mib: address space the child may add to what it inherits; ``None``: no limit.
     """
 
@@ -72,8 +84,14 @@ def _address_space() -> int:
         return 0
 
 
-def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], memory_mib: int | None,
-           progress: bool) -> None:
+def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], seconds: float,
+           memory_mib: int | None, progress: bool) -> None:
+    # Ctrl-C reaches the whole process group: the parent handles it (and kills this process).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Should the parent die without killing this process (SIGKILL, a closed terminal), the
+    # kernel still ends it: its CPU time cannot exceed the wall-clock limit by much.
+    cpu = math.ceil(seconds) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     if memory_mib is not None:
         limit = _address_space() + memory_mib * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -100,12 +118,17 @@ def _context() -> Any:
     return multiprocessing.get_context(method)
 
 
+#: How a child the kernel ended died: by signal number (negative exit code).
+_KILLED = {-signal.SIGKILL: "memory", -signal.SIGABRT: "memory", -signal.SIGXCPU: "time"}
+
+
 def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: int | None,
                 progress: bool = False) -> Any:
     """Run ``fn(*args)`` in a child process under a wall-clock and a memory limit.
 
     With ``progress``, ``fn`` gets a keyword argument ``progress`` (a callable taking a string);
-    the last string it sent is reported if the limit hits.
+    the last string it sent is reported if the limit hits. The child is killed whenever this
+    returns or raises, ``KeyboardInterrupt`` (Ctrl-C) included.
 
     Raises:
         LimitExceeded: the child ran out of time or memory, or died.
@@ -113,7 +136,7 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
     """
     ctx = _context()
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(sender, fn, args, memory_mib, progress), daemon=True)
+    proc = ctx.Process(target=_child, args=(sender, fn, args, seconds, memory_mib, progress), daemon=True)
     proc.start()
     sender.close()
     deadline = monotonic() + seconds
@@ -127,8 +150,8 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
                 kind, payload = receiver.recv()
             except EOFError:
                 proc.join()
-                # Killed by the kernel (most often: memory) before it could say anything.
-                raise LimitExceeded("memory" if proc.exitcode in (-9, -6) else "crash", last,
+                # Ended by the kernel (most often: memory) before it could say anything.
+                raise LimitExceeded(_KILLED.get(proc.exitcode or 0, "crash"), last,
                                     f"the process ended with exit code {proc.exitcode}") from None
             if kind == "progress":
                 last = payload
@@ -149,17 +172,20 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
 
 def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(), *,
                   limits: Limits | None = Limits()) -> Plan:
-    """:func:`run_cycle`, in a limited child process when the policy includes user files.
+    """:func:`run_cycle` in a child process under ``limits``; Ctrl-C stops it at once.
 
-    With ``limits=None`` or a built-in-only policy, this is exactly ``run_cycle`` in-process.
+    With ``limits=None``, this is exactly ``run_cycle`` in-process (unlimited, and deaf to
+    Ctrl-C while clingo grounds).
 
     Raises:
         PolicyError: the policy is invalid, or the cycle exceeded a limit; the message names
-            the user statement that was being grounded when it did, if one can be found.
+            what was being compiled or grounded when it did, if that can be found.
         SolveError: no plan could be found.
+        KeyboardInterrupt: Ctrl-C; the child is gone.
     """
-    if limits is None or not policy.user_files:
+    if limits is None:
         return run_cycle(snapshot, policy, config)
+    parse_policy(policy)  # here, so that a syntax error needs no child and the next cycle's child inherits the parse
     seconds = limits.wall_clock(config)
     try:
         return run_limited(run_cycle, snapshot, policy, config, seconds=seconds, memory_mib=limits.memory_mib)  # type: ignore[no-any-return]
@@ -177,19 +203,71 @@ def _exceeded(e: LimitExceeded, seconds: float, memory_mib: int | None) -> str:
     return f"the cycle's process failed: {e.detail.strip().splitlines()[-1] if e.detail.strip() else 'no detail'}"
 
 
-def _culprit(snapshot: Snapshot, policy: Policy, config: Config, seconds: float, memory_mib: int | None) -> str:
-    """Which user statement blows up grounding, in words."""
+_COMPILING = "compiling"
+
+
+def _probe(snapshot: Snapshot, policy: Policy, config: Config, *, progress: Callable[[str], None]) -> None:
+    """Compile the snapshot, then ground the policy statement by statement, announcing each."""
+    progress(_COMPILING)
     compiled, _ = compile_snapshot(snapshot, config)
-    facts = render_facts(compiled.lines)
+    probe_grounding(render_facts(compiled.lines), policy, progress=progress)
+
+
+def _culprit(snapshot: Snapshot, policy: Policy, config: Config, seconds: float, memory_mib: int | None) -> str:
+    """What hits the limit, in words: compiling the snapshot, or grounding some statement."""
     try:
-        run_limited(probe_grounding, facts, policy, seconds=seconds, memory_mib=memory_mib, progress=True)
+        run_limited(_probe, snapshot, policy, config, seconds=seconds, memory_mib=memory_mib, progress=True)
     except LimitExceeded as e:
-        if e.last_progress is None or e.last_progress == "<builtin>":
-            return "grounding the built-in policy alone hits the limit on this snapshot: raise the limits"
-        where, _, rule = e.last_progress.partition(": ")
-        return f"grounding stopped at {where}: {rule}"
+        return _stopped_at(e.last_progress)
     except ClueueError as e:
         return f"grounding it rule by rule fails: {e}"
-    files = ", ".join(f.path for f in policy.user_files)
-    return (f"each rule of the user files ({files}) grounds within the limits on its own, so solving or the "
-            f"explanation pass is the likely cause")
+    return ("each rule grounds within the limits on its own, so solving or the explanation pass is the "
+            "likely cause: raise the limits or lower the time budget")
+
+
+def _stopped_at(last_progress: str | None) -> str:
+    """Where :func:`_probe` stood when a limit stopped it."""
+    if last_progress is None or last_progress == _COMPILING:
+        return ("it stopped while reading the snapshot into facts, before grounding: the snapshot is "
+                "too large for these limits, or holds an object too large to compute with")
+    where, _, rule = last_progress.partition(": ")
+    return f"grounding stopped at {where}: {rule}"
+
+
+#: Wall-clock limit of ``clueue policy check`` by default: grounding a policy without facts is
+#: quick, unless a rule never ends (``p(X+1) :- p(X).``).
+CHECK_SECONDS = 10.0
+
+
+def guarded_outline(policy: Policy, limits: Limits | None = Limits()) -> PolicyOutline:
+    """:func:`outline_policy` in a child process under ``limits`` (``seconds`` by default
+    :data:`CHECK_SECONDS`): even without facts, a rule may ground forever.
+
+    When a limit hits, the outline is made again without grounding, and its messages hold one
+    ``GroundingLimit`` error, located at the statement a second, statement-by-statement
+    grounding was at when the limit hit again.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C; the child is gone.
+    """
+    if limits is None:
+        return outline_policy(policy)
+    seconds = limits.seconds if limits.seconds is not None else CHECK_SECONDS
+    try:
+        return run_limited(outline_policy, policy, seconds=seconds, memory_mib=limits.memory_mib)  # type: ignore[no-any-return]
+    except LimitExceeded as e:
+        what = _exceeded(e, seconds, limits.memory_mib).replace("the cycle", "grounding the policy without facts")
+    try:
+        run_limited(probe_grounding, "", policy, seconds=seconds, memory_mib=limits.memory_mib, progress=True)
+        where = None
+    except LimitExceeded as e:
+        where = e.last_progress
+    except ClueueError:
+        where = None
+    outline = outline_policy(policy, ground=False)
+    if where is None:
+        text = f"error: {what}"
+    else:
+        at, _, rule = where.partition(": ")
+        text = f"{at}: error: {what} at this statement, which may never end: {rule}"
+    return PolicyOutline(outline.files, (("GroundingLimit", text),), outline.grounded)

@@ -23,19 +23,18 @@ from pathlib import Path
 from time import monotonic
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import yaml
-
 from .config import Config
-from .errors import ClueueError
+from .errors import ClueueError, SnapshotError
 from .facts import PREDICATES
-from .guard import Limits, guarded_cycle
+from .guard import Limits, guarded_cycle, guarded_outline
 from .plan import STATES, Action, Plan, WorkloadEntry
 from .policy import (
     BUILTIN_PREFIX, ENGINE_PREDICATES, PARTS, Policy, forbidden_constructs, load_policy, read_policy,
 )
+from .parsing import parse_yaml
 from .paths import expand_path, read_text
 from .snapshot import Document, Snapshot, build_snapshot
-from .solver import PolicyOutline, outline_policy
+from .solver import PolicyOutline
 
 __all__ = [
     "Diagnostic", "check_policy",
@@ -71,7 +70,9 @@ _LOCATED = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+)(?:-\d+(?::\d+)
                       r"(?P<sev>error|warning|info|note): (?P<text>.*)$")
 _INC = re.compile(r"\[#inc_\w+\];")
 _CLINGO_CODES = {"OperationUndefined": "operation-undefined", "GlobalVariable": "global-variable",
-                 "VariableUnbounded": "variable-unbounded", "FileIncluded": "file-included"}
+                 "VariableUnbounded": "variable-unbounded", "FileIncluded": "file-included",
+                 "GroundingLimit": "limit"}
+_ERROR_CODES = ("RuntimeError", "GroundingLimit")  # the codes of clingo's errors without a location
 
 
 def _from_message(code: str, text: str) -> Diagnostic | None:
@@ -81,7 +82,8 @@ def _from_message(code: str, text: str) -> Diagnostic | None:
         return None
     first = _LOCATED.match(lines[0])
     if first is None:
-        return Diagnostic("", 0, 0, "error" if code == "RuntimeError" else "warning", "clingo", " ".join(lines))
+        return Diagnostic("", 0, 0, "error" if code in _ERROR_CODES else "warning", _CLINGO_CODES.get(code, "clingo"),
+                          " ".join(lines).removeprefix("error: "))
     body: list[str] = []
     notes: list[re.Match[str]] = []
     for ln in lines[1:]:
@@ -191,8 +193,11 @@ def _definedness(outline: PolicyOutline) -> list[Diagnostic]:
     return out
 
 
-def check_policy(paths: Iterable[str | Path] = ()) -> list[Diagnostic]:
+def check_policy(paths: Iterable[str | Path] = (), *, limits: Limits | None = Limits()) -> list[Diagnostic]:
     """Check the built-in policy extended by ``paths``, as :func:`load_policy` would load it.
+
+    Grounding runs under ``limits`` (:func:`clueue.engine.guard.guarded_outline`); hitting one is
+    an error diagnostic (code ``limit``) at the statement that was grounding.
 
     Warnings inside the built-in files are not reported (they are known and deliberate);
     errors are, wherever they are: a user file replacing a rule group can break another.
@@ -211,7 +216,7 @@ def check_policy(paths: Iterable[str | Path] = ()) -> list[Diagnostic]:
         out += [Diagnostic(f.path, line, col, "error", "forbidden", why) for line, col, why in found]
         if not found:
             safe.append(f)
-    outline = outline_policy(Policy(tuple(safe)))
+    outline = guarded_outline(Policy(tuple(safe)), limits)
     messages = [m for f in outline.files for m in f.messages] + \
                [m for m in outline.messages if m[0] != "AtomUndefined"]  # undefined: our own, finer check
     out += [d for d in (_from_message(code, text) for code, text in messages) if d is not None]
@@ -373,9 +378,9 @@ def _expectation(r: _Reader, value: Any, where: str) -> Expectation:
 def _parse_test_file(text: str, source: str, base: Path | None, read_documents: ReadDocuments) -> list[TestCase]:
     r = _Reader(source)
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise r.fail("", f"not valid YAML: {e}") from None
+        data = parse_yaml(text, source)
+    except SnapshotError as e:
+        raise r.fail("", e.detail) from None
     top = r.mapping(data, "", _FILE_KEYS)
     if top.get("kind") != "PolicyTest":
         raise r.fail("kind", f"expected kind: PolicyTest, got {top.get('kind')!r}")
@@ -557,8 +562,8 @@ def run_tests(cases: Sequence[TestCase], *, policy: Sequence[str | Path] = (), p
               config: Config = Config(), limits: Limits | None = Limits()) -> list[CaseResult]:
     """Run the cases whose title matches ``pattern`` (a regular expression, searched).
 
-    ``policy`` paths extend the policy of every case (before the case's own files). A case whose
-    policy holds user files runs under ``limits`` (see :func:`clueue.engine.guard.guarded_cycle`).
+    ``policy`` paths extend the policy of every case (before the case's own files). Every case
+    runs under ``limits`` (see :func:`clueue.engine.guard.guarded_cycle`).
 
     Raises:
         re.error: ``pattern`` is not a regular expression.

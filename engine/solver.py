@@ -239,8 +239,16 @@ def _statements(f: PolicyFile, messages: list[tuple[str, str]]) -> list[Any] | N
 def _ground(ctl: clingo.Control, parts: list[tuple[str, list[clingo.Symbol]]], messages: _Messages) -> None:
     try:
         ctl.ground(parts, context=_NoExternalCalls())
-    except RuntimeError:
-        raise PolicyError("grounding failed: " + "; ".join(messages.items[-5:])) from None
+    except RuntimeError as e:
+        raise PolicyError("grounding failed: " + _why(messages, e)) from None
+
+
+def _why(messages: _Messages, error: RuntimeError) -> str:
+    """What clingo said about a failure: its last messages, else the exception's own text
+    (some failures, such as an exception raised inside a callback, log nothing)."""
+    if messages.items:
+        return "; ".join(messages.items[-5:])
+    return f"clingo logged no message, only: {str(error) or type(error).__name__}"
 
 
 def _arguments(ctl: clingo.Control, name: str, arity: int) -> list[list[clingo.Symbol]]:
@@ -562,7 +570,7 @@ _EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group"}
 
 from .policy import ENGINE_PREDICATES  # noqa: E402
 
-__all__ += ["AtomUse", "PartHeader", "FileOutline", "PolicyOutline", "outline_policy", "probe_grounding"]
+__all__ += ["AtomUse", "PartHeader", "FileOutline", "PolicyOutline", "outline_policy", "probe_grounding", "parse_policy"]
 
 
 @dataclass(frozen=True)
@@ -670,8 +678,9 @@ def _outline(f: PolicyFile, statements: list[Any]) -> FileOutline:
     return FileOutline(f.path, True, tuple(atoms), tuple(parts))
 
 
-def outline_policy(policy: Policy) -> PolicyOutline:
-    """Parse every file of ``policy``; if all parse, ground it without facts for clingo's messages.
+def outline_policy(policy: Policy, *, ground: bool = True) -> PolicyOutline:
+    """Parse every file of ``policy``; if all parse (and ``ground``), ground it without facts
+    for clingo's messages.
 
     The policy must have passed :func:`clueue.engine.policy.check_safety`: parsing follows
     ``#include``. Grounding uses ``#defined`` for every input and for the decision given to the
@@ -691,7 +700,7 @@ def outline_policy(policy: Policy) -> PolicyOutline:
             continue
         files.append(_outline(f, statements))
         parsed.extend(s for s in statements if s.ast_type != _ast.ASTType.Comment)
-    if len(parsed) == 0 or not all(f.parsed for f in files):
+    if len(parsed) == 0 or not all(f.parsed for f in files) or not ground:
         return PolicyOutline(tuple(files), (), False)
 
     seen: dict[str, str] = {}
@@ -699,9 +708,7 @@ def outline_policy(policy: Policy) -> PolicyOutline:
     def logger(code: clingo.MessageCode, text: str) -> None:
         seen.setdefault(text, code.name)
 
-    given = "".join(f"#defined {name}/{len(e.predicate.args)}.\n"
-                    for name, e in ENGINE_PREDICATES.items() if e.given)
-    for part, extra in (("decide", ""), ("explain", given)):
+    for part, extra in (("decide", ""), ("explain", _given_directives())):
         ctl = clingo.Control(["--seed=0"], logger=logger, message_limit=200)
         ctl.add("base", [], defined_directives() + extra)
         try:
@@ -714,34 +721,53 @@ def outline_policy(policy: Policy) -> PolicyOutline:
     return PolicyOutline(tuple(files), tuple((code, text) for text, code in seen.items()), True)
 
 
+def _given_directives() -> str:
+    """``#defined`` for every predicate the engine gives the explain pass (the decision)."""
+    return "".join(f"#defined {name}/{len(e.predicate.args)}.\n" for name, e in ENGINE_PREDICATES.items() if e.given)
+
+
 def probe_grounding(facts: str, policy: Policy, *, progress: Callable[[str], None]) -> None:
-    """Ground the decide pass statement by statement, announcing each user statement first.
+    """Ground the decide pass, then the explain pass, statement by statement, announcing each.
 
-    The built-in files are grounded first (as one step), then every statement of the user's
-    files in the ``base`` and ``decide`` parts, each as its own step, in file order. Run in a
-    process with a time or memory limit, the last announcement names the statement that blew
-    up. Multi-shot grounding only approximates the single-shot one (a statement sees the atoms
-    of the steps before it), which is enough to find an exploding rule.
+    Every statement of every file, built-in or not, in the parts a pass grounds, is its own
+    step, in file order, twice over: in the second round a statement also sees what the files
+    after its own derived. Run in a process with a time or memory limit, the last announcement
+    names the statement that blew up. Multi-shot grounding only approximates the single-shot
+    one (a statement sees the atoms of the steps before it), which is enough to find an
+    exploding rule. The explain pass gets no decision: what the engine gives it is declared
+    empty, as ``clueue policy check`` grounds it.
 
-    ``progress`` receives ``"<builtin>"`` before the built-in step and then
-    ``"path:line:column: statement"``.
+    ``progress`` receives ``"path:line:column: statement"`` before each step.
     """
-    messages = _Messages()
-    ctl = _control([], messages)
-    builtin = Policy(tuple(f for f in policy.files if f.builtin))
-    progress("<builtin>")
-    _load(ctl, facts, builtin, _DECIDE)
-    _ground(ctl, [(part, []) for part in _DECIDE], messages)
-    step = 0
-    for f in policy.user_files:
-        for s in _statements_in(f, _DECIDE):  # the statements the cycle grounded
-            if s.ast_type == _ast.ASTType.Program:
-                continue
-            step += 1
-            name = f"clueue_probe_{step}"
-            loc = s.location.begin
-            progress(f"{f.path}:{loc.line}:{loc.column}: {s}")
-            with _ast.ProgramBuilder(ctl) as builder:
-                builder.add(_ast.Program(s.location, name, []))
-                builder.add(s)
-            _ground(ctl, [(name, [])], messages)
+    for parts, declared in ((_DECIDE, ""), (_EXPLAIN, _given_directives())):
+        messages = _Messages()
+        ctl = _control([], messages)
+        ctl.add("base", [], declared)
+        _load(ctl, facts, Policy(()), parts)
+        _ground(ctl, [("base", [])], messages)
+        step = 0
+        for again in (False, True):
+            for f in policy.files:
+                for s in _statements_in(f, parts):
+                    if s.ast_type == _ast.ASTType.Program or (again and s.ast_type == _ast.ASTType.Definition):
+                        continue  # a constant is defined once
+                    step += 1
+                    name = f"clueue_probe_{step}"
+                    loc = s.location.begin
+                    progress(f"{f.path}:{loc.line}:{loc.column}: {s}")
+                    with _ast.ProgramBuilder(ctl) as builder:
+                        builder.add(_ast.Program(s.location, name, []))
+                        builder.add(s)
+                    _ground(ctl, [(name, [])], messages)
+
+
+def parse_policy(policy: Policy) -> None:
+    """Parse every file of ``policy`` now, for every pass: the parses are kept for the process,
+    and a child process forked afterwards (a guarded cycle) inherits them instead of parsing again.
+
+    Raises:
+        PolicyError: a file does not parse; the message names the file, line and column.
+    """
+    for f in policy.files:
+        for parts in (_DECIDE, _EXPLAIN):
+            _statements_in(f, parts)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from clueue.engine import PolicyError
+from clueue.engine.guard import Limits
 from clueue.engine.policytest import Diagnostic, check_policy
 
 from .helpers import EXAMPLES, cli, write
@@ -169,6 +170,25 @@ def test_replacing_a_rule_group_breaks_the_builtin_rules_that_read_it(tmp_path):
 
 
 # -- the command ------------------------------------------------------------------------------------
+def test_a_rule_that_never_stops_grounding_is_an_error_at_the_rule(tmp_path):
+    f = write(tmp_path / "count.lp", """
+        #program decide.
+        count(0).
+        count(N+1) :- count(N).
+        """)
+    [d] = check_policy([f], limits=Limits(seconds=1))
+    assert (d.file, d.line, d.column, d.severity, d.code) == (str(f), 3, 1, "error", "limit")
+    assert d.message == ("grounding the policy without facts exceeded its time limit of 1s at this statement, "
+                         "which may never end: count((N+1)) :- count(N).")
+
+
+def test_cli_reports_a_rule_that_never_stops_grounding_under_its_limit(tmp_path):
+    f = write(tmp_path / "count.lp", "count(0).\ncount(N+1) :- count(N).\n")
+    result = cli("policy", "check", str(f), "--limit-seconds", "1")
+    assert result.exit_code == 1
+    assert f"{f}:2:1: error: grounding the policy without facts exceeded its time limit of 1s" in result.output
+
+
 def test_cli_prints_nothing_on_success():
     result = cli("policy", "check", str(EXAMPLES / "big-gangs-on-batch"))
     assert (result.exit_code, result.output) == (0, "")

@@ -3,11 +3,13 @@ cycle clearly, naming the rule, instead of hanging or exhausting the machine."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from clueue.adapters.files import load_snapshot
 from clueue.engine import PolicyError, SolveError, load_policy, run_cycle
-from clueue.engine import guard
+from clueue.engine.policy import Policy
 from clueue.engine.guard import Limits, guarded_cycle
 
 from .helpers import CLUSTER, write
@@ -85,12 +87,22 @@ def test_a_guarded_cycle_gives_the_same_plan(snapshot):
     assert guarded.actions == direct.actions
 
 
-def test_the_builtin_policy_runs_in_process(snapshot, monkeypatch):
-    def no_child(*args, **kwargs):
-        raise AssertionError("the built-in policy must not pay for a child process")
-    expected = run_cycle(snapshot, load_policy()).summary()
-    monkeypatch.setattr(guard, "run_limited", no_child)
-    assert guarded_cycle(snapshot, load_policy(), limits=Limits()).summary() == expected
+def _with_builtin_rule(name: str, rule: str):
+    """The built-in policy with ``rule`` appended to its file ``name``, and the rule's line."""
+    files = load_policy().files
+    line = next(f.text for f in files if f.name == name).count("\n") + 2
+    return Policy(tuple(replace(f, text=f"{f.text}\n{rule}\n") if f.name == name else f for f in files)), line
+
+
+def test_the_builtin_policy_runs_under_the_limits_and_a_rule_group_that_exceeds_them_is_named(snapshot):
+    # Some 20 s of grounding (343 million combinations, none kept), in a built-in rule group.
+    policy, line = _with_builtin_rule("capacity.lp", ":- slow_n(X), slow_n(Y), slow_n(Z), X+Y+Z < 0. slow_n(1..700).")
+    assert not policy.user_files
+    with pytest.raises(PolicyError) as caught:
+        guarded_cycle(snapshot, policy, limits=Limits(seconds=3))
+    message = str(caught.value)
+    assert message.startswith("the cycle exceeded its time limit of 3s; grounding stopped at ")
+    assert f"<builtin>/capacity.lp:{line}:1: #false :- slow_n(X); slow_n(Y); slow_n(Z)" in message
 
 
 @pytest.mark.parametrize("text, error", [

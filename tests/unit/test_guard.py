@@ -1,0 +1,87 @@
+"""Ctrl-C stops `clueue plan` and `clueue policy check` while clingo grounds, and a grounding
+failure always says why."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clueue.engine import PolicyError
+from clueue.engine import solver
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "examples" / "cluster"
+
+# 27 billion combinations, none kept: grounds for hours, in little memory.
+FOREVER = "n(1..3000).\n:- n(X), n(Y), n(Z), X+Y+Z < 0.\n"
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def _interrupt_while_grounding(args: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run ``clueue ARGS`` in its own process group, wait until its guarded child process
+    exists and has had time to start grounding, then press Ctrl-C (SIGINT to the whole
+    group, as a terminal sends it). Returns the finished process and the child's pid."""
+    proc = subprocess.Popen([sys.executable, "-m", "clueue.adapters.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the guarded child process never started"
+            time.sleep(0.05)
+        [child] = _children(proc.pid)
+        time.sleep(1.5)  # well into grounding
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), child
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1].startswith("Z")  # a zombie waiting for init counts as gone
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to find the child process")
+@pytest.mark.parametrize("command", [["plan", str(CLUSTER), "--policy"], ["policy", "check"]])
+def test_ctrl_c_stops_a_command_while_it_grounds(tmp_path, command):
+    policy = tmp_path / "forever.lp"
+    policy.write_text(FOREVER if command[0] == "plan" else "count(0).\ncount(N+1) :- count(N).\n")
+    done, child = _interrupt_while_grounding([*command, str(policy)])
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.startswith("error: interrupted"), done.stderr
+    assert "Traceback" not in done.stderr
+    deadline = time.monotonic() + 5
+    while not _gone(child):
+        assert time.monotonic() < deadline, "the child process outlived the command"
+        time.sleep(0.05)
+
+
+class _FailingControl:
+    """A clingo control whose grounding fails without logging anything, as clingo does when,
+    for one, an exception is raised inside one of its callbacks."""
+
+    def ground(self, parts, context=None):
+        raise RuntimeError("grounding stopped because of errors")
+
+
+def test_a_grounding_failure_without_messages_still_says_why():
+    with pytest.raises(PolicyError) as caught:
+        solver._ground(_FailingControl(), [("base", [])], solver._Messages())
+    assert str(caught.value) == "grounding failed: clingo logged no message, only: grounding stopped because of errors"
