@@ -77,6 +77,7 @@ class Snapshot:
         for kind in _DIGESTED:
             hashes, changes = memo.track("digest/" + kind, getattr(self, kind), _Hashes)
             total += hashes.update(changes)
+        total += sum(map(_object_hash, self.rejected))  # they decide their workloads' reasons too
         return "sha256:" + hashlib.sha256(str(total).encode()).hexdigest()[:16]
 
 

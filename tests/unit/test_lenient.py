@@ -77,3 +77,10 @@ def test_the_text_plan_lists_the_rejected_objects():
     text = render_plan(plan, "text")
     assert ("rejected: Workload default/bad (api:3): spec.podSets[0].template.spec.containers[0].resources: "
             "expected an object, got 'lots'") in text
+
+
+def test_the_digest_covers_the_rejected_objects():
+    bad = workload("bad", pod_sets=_BAD_TEMPLATE)
+    worse = workload("bad", pod_sets=[{**_BAD_TEMPLATE[0], "count": "two"}])
+    one, two = (build_snapshot([Document("api:1", w)], lenient=True) for w in (bad, worse))
+    assert one.digest() != two.digest() != build_snapshot([], lenient=True).digest()
