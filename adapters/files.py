@@ -7,34 +7,22 @@ name the file and the document.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Iterable, Iterator
 
-import yaml
-
 from clueue.engine import AdapterError, Config, Document, SnapshotError
 from clueue.engine.objects import LabelSelector
+from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
 from clueue.engine.snapshot import Snapshot, Fields, parse_selector, build_snapshot
 
 __all__ = ["read_documents", "load_snapshot", "load_config"]
 
 _SUFFIXES = (".yaml", ".yml", ".json")
-# libyaml's loader (when PyYAML was built with it) reads large snapshots an order of magnitude faster.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _parse(text: str, source: str) -> Iterator[Document]:
-    try:
-        if source.endswith(".json") or text.lstrip().startswith(("{", "[")):
-            loaded = json.loads(text)
-            bodies = loaded if isinstance(loaded, list) else [loaded]
-        else:
-            bodies = list(yaml.load_all(text, Loader=_YAML_LOADER))
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        raise SnapshotError(f"not valid YAML or JSON: {e}", source=source) from None
-    for i, body in enumerate(b for b in bodies if b is not None):
+    for i, body in enumerate(b for b in parse_documents(text, source) if b is not None):
         yield Document(f"{source}#{i + 1}", body)
 
 
@@ -43,7 +31,7 @@ def read_documents(paths: Iterable[str]) -> list[Document]:
 
     Raises:
         AdapterError: a path does not exist or cannot be read.
-        SnapshotError: a file is not valid YAML or JSON.
+        SnapshotError: a file is not valid YAML or JSON, or is nested too deeply.
     """
     docs: list[Document] = []
     for raw in paths:

@@ -1,0 +1,74 @@
+"""Reading YAML and JSON files: a document nested very deep is a clear error naming its file,
+wherever clueue reads one (snapshot files, standard input, Configuration files, policy test
+files), not a RecursionError traceback or a crash of libyaml's loader."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from clueue.adapters.files import load_config, read_documents
+from clueue.engine import SnapshotError
+from clueue.engine.parsing import MAX_DEPTH, parse_documents
+from clueue.engine.policytest import PolicyTestError, load_tests
+
+DEEP = 100_000
+
+NESTED = {
+    "json": "[" * DEEP + "]" * DEEP,
+    "json-object": '{"a":' * DEEP + "1" + "}" * DEEP,
+    "yaml-flow": "items: " + "[" * DEEP + "]" * DEEP + "\n",
+    "yaml-block": "- " * DEEP + "x\n",  # block sequences, each the first item of the one before
+    "yaml-indented": "".join(" " * i + "a:\n" for i in range(2000)),  # 2 MB: indentation grows with depth
+}
+
+
+@pytest.mark.parametrize("name", NESTED)
+def test_a_file_nested_100000_deep_is_an_error_naming_it(tmp_path, name):
+    f = tmp_path / f"{name}.{'json' if name.startswith('json') else 'yaml'}"
+    f.write_text(NESTED[name])
+    with pytest.raises(SnapshotError, match=f"^{f}: nested deeper than {MAX_DEPTH} levels$"):
+        read_documents([str(f)])
+
+
+def test_a_value_at_the_deepest_level_allowed_loads_and_one_deeper_does_not():
+    def nested(depth: int) -> str:  # a mapping, lists inside it, a number inside them: depth values on a path
+        return "a: " + "[" * (depth - 2) + "1" + "]" * (depth - 2) + "\n"
+    [body] = parse_documents(nested(MAX_DEPTH), "ok.yaml")
+    value, depth = body, 1
+    while not isinstance(value, int):
+        value, depth = (value["a"] if isinstance(value, dict) else value[0]), depth + 1
+    assert depth == MAX_DEPTH
+    with pytest.raises(SnapshotError, match="nested deeper than"):
+        parse_documents(nested(MAX_DEPTH + 1), "deep.yaml")
+
+
+@pytest.mark.parametrize("name", ["json", "yaml-block"])
+def test_standard_input_nested_deep_fails_cleanly(name):
+    done = subprocess.run([sys.executable, "-m", "clueue.adapters.cli", "plan", "-"], input=NESTED[name],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == f"error: <stdin>: nested deeper than {MAX_DEPTH} levels\n"
+
+
+def test_a_configuration_file_nested_deep_is_an_error_naming_it(tmp_path):
+    f = tmp_path / "config.yaml"
+    f.write_text("kind: Configuration\nsolver: " + "[" * DEEP + "]" * DEEP + "\n")
+    with pytest.raises(SnapshotError, match=f"^{f}: nested deeper than {MAX_DEPTH} levels$"):
+        load_config(str(f))
+
+
+def test_a_policy_test_file_nested_deep_is_an_error_naming_it(tmp_path):
+    f = tmp_path / "deep_test.yaml"
+    f.write_text("kind: PolicyTest\ncases:\n- name: deep\n  objects: " + "[" * DEEP + "]" * DEEP + "\n")
+    with pytest.raises(PolicyTestError, match=f"^{f}: nested deeper than {MAX_DEPTH} levels$"):
+        load_tests([f], read_documents=read_documents)
+
+
+def test_a_number_too_long_for_python_is_an_error_naming_the_file(tmp_path):
+    f = tmp_path / "long.json"
+    f.write_text('{"kind": "ClusterQueue", "n": ' + "9" * 5000 + "}")
+    with pytest.raises(SnapshotError, match=f"^{f}: not valid YAML or JSON: .*digits"):
+        read_documents([str(f)])
