@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from clueue.adapters.kube import apply_plan
+from clueue.adapters.kube import ClusterCache, apply_plan
 from tests.e2e.test_adapter import KUEUE, create, cycle, gated_pod, queue_setup, tag, workload_object
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
@@ -74,6 +74,13 @@ def test_malformed_objects_are_left_out_with_a_reason_and_an_event(api):
     cq_events = _events(api, "default")
     message = cq_events[("ClusterQueue", f"cq-bad-{t}", "InvalidObject", "Warning")]
     assert "spec.resourceGroups[0].flavors[0].resources[0].name" in message
+
+    cache = ClusterCache(api, watch_seconds=2).start()  # what a controller reads: lenient as well
+    try:
+        assert cache.wait_synced(30)
+        assert {(r.kind, r.name) for r in cache.snapshot().rejected} >= {("Workload", "bad"), ("ClusterQueue", f"cq-bad-{t}")}
+    finally:
+        cache.stop()
 
 
 def test_stopped_queues_and_deactivated_workloads(api):
