@@ -238,7 +238,8 @@ def parse_selector(f: Fields, path: str) -> LabelSelector | None:
         op = e.get("operator")
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             raise f.fail(f"{p}.operator", f"expected In, NotIn, Exists or DoesNotExist, got {op!r}")
-        exprs.append(Requirement(f.string(f"{p}.key", "", e.get("key")) or "", op, f.strings(f"{p}.values", e.get("values"))))
+        key = f.string(f"{p}.key", "", e.get("key")) or ""
+        exprs.append(Requirement(key, op, f.strings(f"{p}.values", e.get("values"))))
     labels = f.string_map(f"{path}.matchLabels", raw.get("matchLabels"))
     return LabelSelector(tuple(sorted(labels.items())), tuple(exprs))
 

@@ -337,7 +337,8 @@ class _Builder:
         """A group whose shape cannot be told, held: one pod set of the pods it has, so that a
         Workload owned by them can record why (the API requires a pod set)."""
         members = tuple(sorted(pods, key=lambda p: p.name))
-        return Workload(**base, pod_sets=(self._pod_set("main", list(members)),), pods={"main": members}, held=(reason,))
+        return Workload(**base, pod_sets=(self._pod_set("main", list(members)),), pods={"main": members},
+                        held=(reason,))
 
     def _group_from_sets(self, group: str, sets_pod: Pod, all_pods: list[Pod], base: dict[str, Any]) -> Workload:
         try:
