@@ -39,12 +39,13 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import Callable
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import AdapterError
 
-from .retry import call, missing_is_none
+from .retry import call, is_transient, missing_is_none
 
 __all__ = ["DeciderLease", "LeaseHeld", "LeaseLost", "LEASE_NAME", "DURATION_S"]
 
@@ -211,8 +212,10 @@ class DeciderLease:
         try:
             call(lambda: self.api.replace_namespaced_lease(self.name, self.namespace, lease))
         except ApiException as e:
-            if e.status not in (404, 409):  # 404/409: gone or taken over already, nothing to give up
+            if e.status not in (404, 409) and not is_transient(e):  # 404/409: gone or taken over already
                 raise
+        except (urllib3.exceptions.HTTPError, ConnectionError):
+            pass  # the API server is unavailable: the lease expires on its own after its duration
 
     def __enter__(self) -> DeciderLease:
         return self
