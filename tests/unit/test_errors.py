@@ -202,3 +202,13 @@ def test_without_the_kubernetes_package_a_live_command_says_how_to_install_it(co
     assert done.returncode == 1
     assert done.stderr == ("error: the kubernetes client is not installed (kubernetes is missing): "
                            "pip install 'clueue[kube]'\n")
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+    monkeypatch.setattr("clueue.adapters.cli._cycle", interrupted)
+    example = Path(__file__).resolve().parents[2] / "examples" / "cluster"
+    result = CliRunner().invoke(main, ["plan", str(example)])
+    assert result.exit_code == 130
+    assert result.stderr.startswith("error: interrupted") and result.stderr.count("\n") == 1
