@@ -142,7 +142,8 @@ def _snapshot(paths: tuple[str, ...], kubeconfig: str | None, context: str | Non
 
 
 def _cycle(snapshot: Snapshot, policies: tuple[str, ...], config_path: str | None, time_budget: float | None) -> Plan:
-    return guarded_cycle(snapshot, load_policy(policies), load_config(config_path, time_budget=time_budget))
+    config = load_config(config_path, time_budget=time_budget)
+    return guarded_cycle(snapshot, load_policy(policies), config, limits=config.limits)
 
 
 class _Clueue(click.Group):

@@ -11,6 +11,7 @@ import sys
 from typing import Iterable, Iterator
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
+from clueue.engine.config import Limits
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
@@ -52,7 +53,8 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
     """Read a ``clueue.dev/v1 Configuration`` file; ``None`` gives the defaults.
 
     Fields: ``controllerNamespace``, ``podIntegration.namespaceSelector``,
-    ``podIntegration.podSelector``, ``podIntegration.managedOwners``, ``solver.timeBudgetSeconds``.
+    ``podIntegration.podSelector``, ``podIntegration.managedOwners``, ``solver.timeBudgetSeconds``,
+    ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit).
     """
     config = Config()
     if path is not None:
@@ -69,7 +71,20 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
         config = Config(
             controller_namespace=f.string("controllerNamespace", config.controller_namespace) or config.controller_namespace,
             namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
-            pod_selector=pod_selector, managed_owners=tuple(str(o) for o in owners), time_budget=float(budget))
+            pod_selector=pod_selector, managed_owners=tuple(str(o) for o in owners), time_budget=float(budget),
+            limits=_limits(f))
     if time_budget is not None:
         config = Config(**{**config.__dict__, "time_budget": time_budget})
     return config
+
+
+def _limits(f: Fields) -> Limits:
+    """``limits.seconds`` (a positive number) and ``limits.memoryMiB`` (a whole number; 0: none)."""
+    default = Limits()
+    seconds = f.get("limits.seconds", default.seconds)
+    if seconds is not None and (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0):
+        raise f.fail("limits.seconds", f"expected a positive number of seconds, got {seconds!r}")
+    memory = f.get("limits.memoryMiB", default.memory_mib)
+    if not isinstance(memory, int) or isinstance(memory, bool) or memory < 0:
+        raise f.fail("limits.memoryMiB", f"expected a whole number of MiB (0: no limit), got {memory!r}")
+    return Limits(seconds=None if seconds is None else float(seconds), memory_mib=memory or None)

@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .objects import LabelSelector, Requirement
 
-__all__ = ["Config", "DEFAULT_MANAGED_OWNERS"]
+__all__ = ["Config", "Limits", "DEFAULT_MANAGED_OWNERS"]
 
 #: Controlling owners whose pods another integration queues (KEP-976: such pods are skipped).
 DEFAULT_MANAGED_OWNERS: tuple[str, ...] = (
     "batch/Job", "jobset.x-k8s.io/JobSet", "kubeflow.org/*", "ray.io/*",
     "leaderworkerset.x-k8s.io/LeaderWorkerSet", "workload.codeflare.dev/AppWrapper",
 )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets of a guarded cycle's process (:mod:`clueue.engine.guard`).
+
+    Parameters:
+        seconds: wall-clock limit of the whole cycle; ``None``: three times the solver's time
+            budget (the decide pass, its final optimization and the explain pass each get up to
+            one budget) plus 10 s for compiling and grounding.
+        memory_mib: address space the process may add to what it inherits; ``None``: no limit.
+    """
+
+    seconds: float | None = None
+    memory_mib: int | None = 2048
+
+    def wall_clock(self, config: Config) -> float:
+        return self.seconds if self.seconds is not None else 3 * config.time_budget + 10.0
 
 
 @dataclass(frozen=True)
@@ -26,6 +44,7 @@ class Config:
         pod_selector: pods that are queued, among those with a queue name.
         managed_owners: ``group/Kind`` (or ``group/*``) of controllers whose pods are skipped.
         time_budget: seconds the solver may spend on one cycle.
+        limits: the time and memory limits of a cycle run by ``clueue plan``, ``explain`` and ``apply``.
     """
 
     controller_namespace: str = "clueue-system"
@@ -33,6 +52,7 @@ class Config:
     pod_selector: LabelSelector = LabelSelector()
     managed_owners: tuple[str, ...] = DEFAULT_MANAGED_OWNERS
     time_budget: float = 10.0
+    limits: Limits = field(default_factory=Limits)
 
     def effective_namespace_selector(self) -> LabelSelector:
         if self.namespace_selector is not None:

@@ -30,12 +30,11 @@ import resource
 import signal
 import sys
 import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from time import monotonic
 from typing import Any, Callable
 
-from .config import Config
+from .config import Config, Limits
 from .cycle import compile_snapshot, run_cycle
 from .errors import ClueueError, PolicyError
 from .facts import render_facts
@@ -44,35 +43,23 @@ from .policy import Policy
 from .snapshot import Snapshot
 from .solver import PolicyOutline, outline_policy, parse_policy, probe_grounding
 
-__all__ = ["Limits", "LimitExceeded", "guarded_cycle", "guarded_outline", "run_limited", "CHECK_SECONDS"]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Budgets of a guarded cycle.
-
-    Parameters:
-        seconds: wall-clock limit of the whole cycle; ``None``: three times the solver's time
-            budget (the decide pass, its final optimization and the explain pass each get up to
-            one budget) plus 10 s for compiling and grounding.
-        memory_mib: address space the child may add to what it inherits; ``None``: no limit.
-    """
-
-    seconds: float | None = None
-    memory_mib: int | None = 2048
-
-    def wall_clock(self, config: Config) -> float:
-        return self.seconds if self.seconds is not None else 3 * config.time_budget + 10.0
+__all__ = ["Limits", "LimitExceeded", "ChildFailed", "guarded_cycle", "guarded_outline", "run_limited", "CHECK_SECONDS"]
 
 
 class LimitExceeded(Exception):
-    """A limited run was stopped. ``kind`` is ``time``, ``memory`` or ``crash``."""
+    """A limited run was stopped. ``kind`` is ``time``, ``memory`` or ``crash`` (the process
+    died of a signal)."""
 
     def __init__(self, kind: str, last_progress: str | None, detail: str = "") -> None:
         self.kind = kind
         self.last_progress = last_progress
         self.detail = detail
         super().__init__(f"{kind} limit exceeded" + (f": {detail}" if detail else ""))
+
+
+class ChildFailed(RuntimeError):
+    """A limited run raised an exception other than clueue's errors: a bug, shown as one (the
+    message holds the child's traceback)."""
 
 
 def _address_space() -> int:
@@ -107,7 +94,7 @@ def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], seco
         except Exception:  # noqa: BLE001 - an error that does not pickle still has its text
             conn.send(("error", ClueueError(str(e))))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
-        conn.send(("crash", traceback.format_exc()))
+        conn.send(("failed", traceback.format_exc()))
     finally:
         conn.close()
 
@@ -133,6 +120,7 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
     Raises:
         LimitExceeded: the child ran out of time or memory, or died.
         ClueueError: whatever ``fn`` raised of clueue's errors, re-raised here.
+        ChildFailed: ``fn`` raised another exception.
     """
     ctx = _context()
     receiver, sender = ctx.Pipe(duplex=False)
@@ -162,7 +150,7 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
             elif kind == "memory":
                 raise LimitExceeded("memory", last, f"more than {memory_mib} MiB")
             else:
-                raise LimitExceeded("crash", last, payload)
+                raise ChildFailed(f"the limited process failed:\n{payload}")
     finally:
         if proc.is_alive():
             proc.kill()
@@ -181,6 +169,7 @@ def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(),
         PolicyError: the policy is invalid, or the cycle exceeded a limit; the message names
             what was being compiled or grounded when it did, if that can be found.
         SolveError: no plan could be found.
+        ChildFailed: the cycle raised another exception (a bug); the message holds its traceback.
         KeyboardInterrupt: Ctrl-C; the child is gone.
     """
     if limits is None:
@@ -200,7 +189,7 @@ def _exceeded(e: LimitExceeded, seconds: float, memory_mib: int | None) -> str:
         return f"the cycle exceeded its time limit of {seconds:g}s"
     if e.kind == "memory":
         return f"the cycle exceeded its memory limit of {memory_mib} MiB"
-    return f"the cycle's process failed: {e.detail.strip().splitlines()[-1] if e.detail.strip() else 'no detail'}"
+    return f"the cycle's process failed: {e.detail}"
 
 
 _COMPILING = "compiling"
@@ -219,7 +208,7 @@ def _culprit(snapshot: Snapshot, policy: Policy, config: Config, seconds: float,
         run_limited(_probe, snapshot, policy, config, seconds=seconds, memory_mib=memory_mib, progress=True)
     except LimitExceeded as e:
         return _stopped_at(e.last_progress)
-    except ClueueError as e:
+    except (ClueueError, ChildFailed) as e:
         return f"grounding it rule by rule fails: {e}"
     return ("each rule grounds within the limits on its own, so solving or the explanation pass is the "
             "likely cause: raise the limits or lower the time budget")
@@ -228,8 +217,7 @@ def _culprit(snapshot: Snapshot, policy: Policy, config: Config, seconds: float,
 def _stopped_at(last_progress: str | None) -> str:
     """Where :func:`_probe` stood when a limit stopped it."""
     if last_progress is None or last_progress == _COMPILING:
-        return ("it stopped while reading the snapshot into facts, before grounding: the snapshot is "
-                "too large for these limits, or holds an object too large to compute with")
+        return "it stopped while compiling the snapshot into facts, before grounding"
     where, _, rule = last_progress.partition(": ")
     return f"grounding stopped at {where}: {rule}"
 
@@ -262,7 +250,7 @@ def guarded_outline(policy: Policy, limits: Limits | None = Limits()) -> PolicyO
         where = None
     except LimitExceeded as e:
         where = e.last_progress
-    except ClueueError:
+    except (ClueueError, ChildFailed):
         where = None
     outline = outline_policy(policy, ground=False)
     if where is None:

@@ -11,6 +11,7 @@ import pytest
 
 from clueue.adapters.files import load_config, read_documents
 from clueue.engine import SnapshotError
+from clueue.engine.config import Limits
 from clueue.engine.parsing import MAX_DEPTH, parse_documents
 from clueue.engine.policytest import PolicyTestError, load_tests
 
@@ -72,3 +73,18 @@ def test_a_number_too_long_for_python_is_an_error_naming_the_file(tmp_path):
     f.write_text('{"kind": "ClusterQueue", "n": ' + "9" * 5000 + "}")
     with pytest.raises(SnapshotError, match=f"^{f}: not valid YAML or JSON: .*digits"):
         read_documents([str(f)])
+
+
+def test_a_configuration_sets_the_limits_of_a_cycle(tmp_path):
+    f = tmp_path / "config.yaml"
+    f.write_text("kind: Configuration\nlimits:\n  seconds: 30\n  memoryMiB: 0\n")
+    assert load_config(str(f)).limits == Limits(seconds=30.0, memory_mib=None)
+    assert load_config(None).limits == Limits(seconds=None, memory_mib=2048)
+
+
+@pytest.mark.parametrize("field, value", [("seconds", "-1"), ("seconds", "soon"), ("memoryMiB", "1.5"), ("memoryMiB", "-2")])
+def test_invalid_limits_name_the_field(tmp_path, field, value):
+    f = tmp_path / "config.yaml"
+    f.write_text(f"kind: Configuration\nlimits:\n  {field}: {value}\n")
+    with pytest.raises(SnapshotError, match=f"limits.{field}: expected"):
+        load_config(str(f))

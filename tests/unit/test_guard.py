@@ -85,3 +85,15 @@ def test_a_grounding_failure_without_messages_still_says_why():
     with pytest.raises(PolicyError) as caught:
         solver._ground(_FailingControl(), [("base", [])], solver._Messages())
     assert str(caught.value) == "grounding failed: clingo logged no message, only: grounding stopped because of errors"
+
+
+def test_plan_runs_under_the_configured_limits_and_names_the_rule_that_exceeds_them(tmp_path):
+    policy = tmp_path / "forever.lp"
+    policy.write_text(FOREVER)
+    config = tmp_path / "config.yaml"
+    config.write_text("kind: Configuration\nlimits:\n  seconds: 1\n")
+    done = subprocess.run([sys.executable, "-m", "clueue.adapters.cli", "plan", str(CLUSTER), "--policy", str(policy),
+                           "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == (f"error: the cycle exceeded its time limit of 1s; grounding stopped at {policy}:2:1: "
+                           "#false :- n(X); n(Y); n(Z); ((X+Y)+Z) < 0.\n")
