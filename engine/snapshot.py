@@ -25,12 +25,14 @@ from .objects import (
 )
 from .quantity import parse_quantity
 
-__all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION"]
+__all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
+           "INT32_LIMIT"]
 
 KUEUE_PREFIX = "kueue.x-k8s.io/"
 # Where a grouped pod keeps its role once clueue has ungated it (ungating changes the hashed spec).
 ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
 KUEUE_GROUP = "kueue.x-k8s.io"
+INT32_LIMIT = 2**31  # Kubernetes' counts and priorities are int32
 
 
 _AT_PATH: Any = object()  # an accessor's default ``value``: look the value up by its path
@@ -159,8 +161,20 @@ class Fields:
         return default if value is None else self.typed(path, value, str, "a string")
 
     def integer(self, path: str, default: int | None = None, value: Any = _AT_PATH) -> int | None:
+        """An int32, as every count and priority of the Kubernetes and Kueue APIs is."""
         value = self._at(path, value)
-        return default if value is None else self.typed(path, value, int, "an integer")
+        if value is None:
+            return default
+        if not -INT32_LIMIT <= self.typed(path, value, int, "an integer") < INT32_LIMIT:
+            raise self.fail(path, f"{value} is out of range: at most {INT32_LIMIT - 1} in magnitude (32 bits)")
+        return value
+
+    def count(self, path: str, default: int, value: Any = _AT_PATH) -> int:
+        """A number of pods: a non-negative int32 (``default`` if unset)."""
+        count = self.integer(path, None, value)
+        if count is not None and count < 0:
+            raise self.fail(path, f"expected a non-negative integer, got {count}")
+        return default if count is None else count
 
     def flag(self, path: str, default: bool = False, value: Any = _AT_PATH) -> bool:
         value = self._at(path, value)
@@ -475,9 +489,7 @@ def _choice(f: Fields, path: str, allowed: tuple[str, ...]) -> str:
 def _workload(f: Fields) -> KueueWorkload:
     pod_sets = []
     for p, ps in f.objects("spec.podSets"):
-        count = ps.get("count", 1)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise f.fail(f"{p}.count", f"expected a non-negative integer, got {count!r}")
+        count = f.count(f"{p}.count", 1, ps.get("count"))
         template = f.mapping(f"{p}.template", ps.get("template"))
         shape = parse_pod_shape(f, f"{p}.template.spec", template.get("spec"))
         pod_sets.append(PodSetSpec(f.string(f"{p}.name", "main", ps.get("name")) or "main", count, shape.requests,
@@ -491,7 +503,7 @@ def _workload(f: Fields) -> KueueWorkload:
         for p, a in f.objects("status.admission.podSetAssignments", adm.get("podSetAssignments")):
             psa.append(PodSetAdmission(f.string(f"{p}.name", "", a.get("name")) or "",
                                        f.string_map(f"{p}.flavors", a.get("flavors")),
-                                       f.integer(f"{p}.count", -1, a.get("count"))))  # -1: the pod set's count
+                                       f.count(f"{p}.count", -1, a.get("count"))))  # -1: the pod set's count
         admission = Admission(f.string("status.admission.clusterQueue", "", adm.get("clusterQueue")) or "", tuple(psa))
     # Only Finished=True matters; other conditions are Kueue's own business, whatever their shape.
     finished = any(c.get("type") == "Finished" and c.get("status") == "True"
@@ -499,7 +511,7 @@ def _workload(f: Fields) -> KueueWorkload:
     ref = f.mapping("spec.priorityClassRef")
     reclaimable = {}
     for p, r in f.objects("status.reclaimablePods"):
-        reclaimable[f.string(f"{p}.name", "", r.get("name")) or ""] = f.integer(f"{p}.count", 0, r.get("count")) or 0
+        reclaimable[f.string(f"{p}.name", "", r.get("name")) or ""] = f.count(f"{p}.count", 0, r.get("count"))
     return KueueWorkload(
         namespace=f.namespace, name=f.name, queue_name=f.string("spec.queueName", "") or "",
         priority=f.integer("spec.priority"),

@@ -25,7 +25,7 @@ from .plan import PodSetRequest
 from .quantity import format_quantity
 from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
-from .snapshot import KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
+from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
 
 __all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES"]
 
@@ -308,7 +308,7 @@ class _Builder:
             return self._unshaped(base, all_pods, make_reason("GroupCountMismatch", group=group, counts=totals))
         try:
             total = int(totals[0])
-            if total < 1:
+            if not 1 <= total < INT32_LIMIT:
                 raise ValueError
         except ValueError:
             return self._unshaped(base, all_pods, make_reason("InvalidGroupCount", group=group, value=totals[0]))
@@ -444,8 +444,8 @@ def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise ValueError(f"entry {i} needs a name")
         count = entry.get("count", 1)
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError(f"entry {entry['name']!r} needs a positive integer count")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count < INT32_LIMIT:
+            raise ValueError(f"entry {entry['name']!r} needs a positive 32-bit integer count")
         spec = None
         template = entry.get("template")
         if template:

@@ -149,3 +149,28 @@ def test_a_pod_group_sets_annotation_that_is_not_yaml_holds_its_group():
     built = build_workloads(build_snapshot([Document("a#1", bad), Document("a#2", deep)])).by_key
     assert [r.code for r in built["default/g"].held] == ["InvalidPodGroupSets"]
     assert [r.code for r in built["default/h"].held] == ["InvalidPodGroupSets"]
+
+
+@pytest.mark.parametrize("obj,field", [
+    (workload("w", count=2**31, cpu="1m"), "spec.podSets[0].count"),
+    (workload("w", priority=-2**31 - 1), "spec.priority"),
+    (_replaced(workload("w", admitted_in=("cq", "f")), ("status", "admission", "podSetAssignments", 0, "count"), 10**30),
+     "status.admission.podSetAssignments[0].count"),
+    (_replaced(workload("w"), ("status",), {"reclaimablePods": [{"name": "main", "count": -1}]}),
+     "status.reclaimablePods[0].count"),
+    ({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "p"}, "value": 2**31},
+     "value"),
+])
+def test_counts_and_priorities_are_32_bit_as_in_kubernetes(obj, field):
+    # 2**31 pods of 1m cpu were admitted into a quota of 8 cpu.
+    with pytest.raises(SnapshotError) as err:
+        build_snapshot([Document("x.yaml#1", obj)])
+    assert err.value.field == field
+
+
+def test_a_pod_group_count_beyond_32_bits_holds_its_group():
+    sets = pod("p", group="g", annotations={"kueue.x-k8s.io/pod-group-sets": f"[{{name: main, count: {2**31}}}]"})
+    total = pod("q", group="h", total=2**31)
+    built = build_workloads(build_snapshot([Document("a#1", sets), Document("a#2", total)])).by_key
+    assert [r.code for r in built["default/g"].held] == ["InvalidPodGroupSets"]
+    assert [r.code for r in built["default/h"].held] == ["InvalidGroupCount"]
