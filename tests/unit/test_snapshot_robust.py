@@ -174,3 +174,16 @@ def test_a_pod_group_count_beyond_32_bits_holds_its_group():
     built = build_workloads(build_snapshot([Document("a#1", sets), Document("a#2", total)])).by_key
     assert [r.code for r in built["default/g"].held] == ["InvalidPodGroupSets"]
     assert [r.code for r in built["default/h"].held] == ["InvalidGroupCount"]
+
+
+def test_plan_on_a_file_fails_in_one_line_naming_file_object_and_field(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from clueue.adapters.cli import main
+    (tmp_path / "pods.json").write_text(json.dumps(_replaced(pod("p"), ("spec", "containers", 0, "resources"), "lots")))
+    result = CliRunner().invoke(main, ["plan", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"error: {tmp_path / 'pods.json'}#1: Pod p: spec.containers[0].resources: expected an object, got 'lots'"]
