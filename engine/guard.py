@@ -24,6 +24,7 @@ policy test``), and relies on its pod's own memory limit.
 
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import resource
@@ -125,7 +126,14 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
     ctx = _context()
     receiver, sender = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(sender, fn, args, seconds, memory_mib, progress), daemon=True)
-    proc.start()
+    # The forked child shares the parent's memory until it writes to it. A garbage collection
+    # writes to every object it tracks, which would copy the whole heap (the snapshot) page by
+    # page: the objects there before the fork stay out of the child's collections.
+    gc.freeze()
+    try:
+        proc.start()
+    finally:
+        gc.unfreeze()
     sender.close()
     deadline = monotonic() + seconds
     last: str | None = None
