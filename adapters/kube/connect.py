@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubernetes import client, config
 
 from clueue.engine import AdapterError
 
-__all__ = ["connect"]
+__all__ = ["connect", "CONNECT_TIMEOUT_S", "READ_TIMEOUT_S"]
+
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0  # between two reads of an answer, not for the whole of it: a large list streams
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, *, in_cluster: bool = False) -> client.ApiClient:
@@ -27,4 +32,26 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, in_clu
     # urllib3 would otherwise resend a failed request three times at once, unseen and uncounted:
     # retries are made by clueue's own back-off (retry.py), which reports them.
     configuration.retries = False
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    _give_up_on_silence(api.rest_client)
+    return api
+
+
+def _give_up_on_silence(rest: Any) -> None:
+    """Give every request but a watch a connect and a read timeout.
+
+    The client waits forever by default: a server that accepts a connection and never answers
+    (or an address that drops packets) would hang a command, or a controller nobody watches. A
+    timeout is a transient failure, retried like a dropped connection (retry.py). A watch waits
+    for events by design and keeps its own server-side timeout.
+    """
+    send = rest.request
+
+    def request(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        query = kwargs.get("query_params") or []  # client versions before 35 pass the query apart
+        watching = "watch=true" in url.lower() or any(k == "watch" and v for k, v in query)
+        if _request_timeout is None and not watching:
+            _request_timeout = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+        return send(method, url, *args, _request_timeout=_request_timeout, **kwargs)
+
+    rest.request = request

@@ -6,7 +6,9 @@ client's); tests/e2e/test_faults.py injects the same faults in front of a real a
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -174,6 +176,25 @@ def test_an_unreachable_server_is_one_error_line_and_exit_code_3(command: list[s
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(
         "error: discovering the API groups on https://127.0.0.1:"), result.stderr
     assert "connection refused" in result.stderr and len(waits) == retry.ATTEMPTS - 1
+
+
+def test_a_server_that_never_answers_times_out_instead_of_hanging(tmp_path: Path, waits: list[float],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # the module, not the function of that name the package exports
+    connect = importlib.import_module("clueue.adapters.kube.connect")
+    monkeypatch.setattr(connect, "CONNECT_TIMEOUT_S", 0.2)  # it bounds the TLS handshake too
+    monkeypatch.setattr(connect, "READ_TIMEOUT_S", 0.2)
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
+    with socket.socket() as silent:  # accepts connections (the kernel does) and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        kubeconfig.write_text(re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", kubeconfig.read_text()))
+        result = CliRunner().invoke(main, ["plan", "--kubeconfig", str(kubeconfig)])
+    assert result.exit_code == 3, result.output
+    assert result.stderr == (f"error: discovering the API groups on https://127.0.0.1:{port}: timed out, after "
+                             "retrying; check that the API server is running and reachable at that address "
+                             "(kubectl cluster-info), then run the command again\n")
 
 
 _WITHOUT_KUBERNETES = """
