@@ -72,19 +72,27 @@ def _address_space() -> int:
         return 0
 
 
+def _lower(kind: int, soft: int, hard: int) -> None:
+    """Set a resource limit of this process, never above the limit it already has."""
+    _, current = resource.getrlimit(kind)
+    if current != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current), min(hard, current)
+    resource.setrlimit(kind, (soft, hard))
+
+
 def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...], seconds: float,
            memory_mib: int | None, progress: bool) -> None:
     # Ctrl-C reaches the whole process group: the parent handles it (and kills this process).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Should the parent die without killing this process (SIGKILL, a closed terminal), the
-    # kernel still ends it: its CPU time cannot exceed the wall-clock limit by much.
-    cpu = math.ceil(seconds) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    if memory_mib is not None:
-        limit = _address_space() + memory_mib * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     kwargs = {"progress": lambda text: conn.send(("progress", text))} if progress else {}
     try:
+        # Should the parent die without killing this process (SIGKILL, a closed terminal), the
+        # kernel still ends it: its CPU time cannot exceed the wall-clock limit by much.
+        cpu = math.ceil(seconds) + 5
+        _lower(resource.RLIMIT_CPU, cpu, cpu + 5)
+        if memory_mib is not None:
+            limit = _address_space() + memory_mib * 2**20
+            _lower(resource.RLIMIT_AS, limit, limit)
         result = fn(*args, **kwargs)
         conn.send(("ok", result))
     except MemoryError:
