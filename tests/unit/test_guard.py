@@ -97,3 +97,28 @@ def test_plan_runs_under_the_configured_limits_and_names_the_rule_that_exceeds_t
     assert done.returncode == 1
     assert done.stderr == (f"error: the cycle exceeded its time limit of 1s; grounding stopped at {policy}:2:1: "
                            "#false :- n(X); n(Y); n(Z); ((X+Y)+Z) < 0.\n")
+
+
+ORPHAN = """
+import os, sys
+from clueue.engine.guard import run_limited
+
+def grind():
+    print(os.getpid(), flush=True)  # the child's pid, for the test
+    while True:
+        pass
+
+run_limited(grind, seconds=1, memory_mib=None)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to follow the child process")
+def test_a_child_whose_parent_was_killed_ends_soon_after_its_limit():
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: the parent cannot kill the child itself
+    parent.wait()
+    deadline = time.monotonic() + 60
+    while not _gone(child):
+        assert time.monotonic() < deadline, "the orphaned child kept running"
+        time.sleep(0.2)
