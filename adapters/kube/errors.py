@@ -2,9 +2,10 @@
 
 Two kinds, told apart by their exit code (docs/errors.md):
 
-- :class:`ClusterUnavailable` (exit 3): the API server could not be reached, dropped the
-  connection, or kept answering 429/5xx after every retry. Nothing is wrong with the input;
-  running the command again later is the remedy.
+- :class:`ClusterUnavailable` (exit 3): the API server could not be reached (refused, timed
+  out, TLS failed), dropped the connection, or kept answering 429/5xx after every retry.
+  Nothing is wrong with the snapshot or the policy: the message says whether to check the
+  kubeconfig or to run the command again later.
 - :class:`ApiRefused` (exit 1): the server answered and refused this one request (forbidden,
   not found, invalid, conflicting every time). An apply records it and goes on with the other
   objects; a read stops.
@@ -94,8 +95,8 @@ def describe(error: BaseException, doing: str, server: str) -> AdapterError:
         hint = _HINTS.get(error.status, "see the API server's message")
         return ApiRefused(f"{where}: {said}; {hint}")
     if isinstance(error, ApiException):  # status 0: the client failed before any answer (TLS)
-        return ClusterUnavailable(f"{where}: {(error.reason or '').splitlines()[-1]}; check the kubeconfig's "
-                                  "server address and certificate authority")
+        last = ((error.reason or "").splitlines() or ["no answer"])[-1]
+        return ClusterUnavailable(f"{where}: {last}; check the kubeconfig's server address and certificate authority")
     problem = _connection_problem(error)
     if is_transient(error):
         return ClusterUnavailable(f"{where}: {problem}, after retrying; check that the API server is running "

@@ -233,3 +233,11 @@ def test_ctrl_c_is_one_line_and_exit_code_130(monkeypatch: pytest.MonkeyPatch) -
     result = CliRunner().invoke(main, ["plan", str(example)])
     assert result.exit_code == 130
     assert result.stderr.startswith("error: interrupted") and result.stderr.count("\n") == 1
+
+
+def test_a_tls_failure_names_the_kubeconfig_to_check() -> None:
+    failure = ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    error = errors.describe(failure, "discovering the API groups", "https://k:6443")
+    assert isinstance(error, errors.ClusterUnavailable)
+    assert str(error) == ("discovering the API groups on https://k:6443: [SSL: CERTIFICATE_VERIFY_FAILED] certificate "
+                          "verify failed; check the kubeconfig's server address and certificate authority")
