@@ -466,6 +466,18 @@ class ControlPlane:
             shutil.rmtree(self.workdir, ignore_errors=True)
         atexit.unregister(self.stop)
 
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again over the same etcd (the data stays), as a
+        cluster's apiserver restarts; it listens on a new port, and the kubeconfig is rewritten.
+
+        Call it from the main thread: the new apiserver dies with the thread that started it
+        (see ``_die_with_parent``)."""
+        if self._apiserver is not None:
+            self._apiserver.stop()
+            self._apiserver = None
+        self._start_apiserver()
+        self._write_kubeconfig()
+
     def _start_etcd(self) -> None:
         for attempt in range(3):
             client_port, peer_port = _free_port(), _free_port()
