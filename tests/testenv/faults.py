@@ -170,7 +170,8 @@ class FaultProxy:
 def _status_body(status: int) -> bytes:
     reason = http.client.responses.get(status, "Error")
     return json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
-                       "reason": reason.replace(" ", ""), "message": f"injected by the test's proxy: {reason}"}).encode()
+                       "reason": reason.replace(" ", ""),
+                       "message": f"injected by the test's proxy: {reason}"}).encode()
 
 
 def _answer(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:

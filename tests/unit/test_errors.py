@@ -56,7 +56,8 @@ def _refused() -> urllib3.exceptions.NewConnectionError:
     try:
         raise ConnectionRefusedError(111, "Connection refused")
     except ConnectionRefusedError as cause:
-        error = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection")  # type: ignore[arg-type]
+        error = urllib3.exceptions.NewConnectionError(
+            None, "Failed to establish a new connection")  # type: ignore[arg-type]
         error.__cause__ = cause
         return error
 
@@ -64,7 +65,8 @@ def _refused() -> urllib3.exceptions.NewConnectionError:
 # -- retries --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("failure", [
-    _api_error(504, "Gateway Timeout"), _api_error(503, "Service Unavailable"), _api_error(500, "Internal Server Error"),
+    _api_error(504, "Gateway Timeout"), _api_error(503, "Service Unavailable"),
+    _api_error(500, "Internal Server Error"),
     _api_error(502, "Bad Gateway"), _api_error(429, "Too Many Requests"),
     urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
 ], ids=["504", "503", "500", "502", "429", "reset"])
@@ -127,7 +129,8 @@ def test_an_object_deleted_between_read_and_write_is_not_written_and_not_an_erro
 
 @pytest.mark.parametrize("failure, kind, words", [
     (_refused(), errors.ClusterUnavailable, ["connection refused", "kubectl cluster-info"]),
-    (_api_error(504, "Gateway Timeout"), errors.ClusterUnavailable, ["HTTP 504 Gateway Timeout", "after retrying", "again"]),
+    (_api_error(504, "Gateway Timeout"), errors.ClusterUnavailable,
+     ["HTTP 504 Gateway Timeout", "after retrying", "again"]),
     (_api_error(403, "Forbidden", 'clusterqueues is forbidden: User "bob" cannot list'),
      errors.ApiRefused, ['User "bob" cannot list', "lacks a permission", "docs/errors.md"]),
     (_api_error(404, "Not Found", "the server could not find the requested resource"),
