@@ -651,7 +651,8 @@ class ControlPlane:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             crd = objects.get_cluster_custom_object(*_CRD_RESOURCE, name)
-            conditions = {c["type"]: c for c in crd.get("status", {}).get("conditions", [])}
+            # Right after the create the status may hold `conditions: null`.
+            conditions = {c["type"]: c for c in (crd.get("status") or {}).get("conditions") or []}
             if conditions.get("Established", {}).get("status") == "True":
                 return
             names_accepted = conditions.get("NamesAccepted", {})
