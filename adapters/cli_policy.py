@@ -36,12 +36,6 @@ def _fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
-def _interrupted() -> NoReturn:
-    # Ctrl-C: the guarded child process is already gone (clueue.engine.guard).
-    click.echo("error: interrupted", err=True)
-    sys.exit(130)
-
-
 def _limits(seconds: float | None, memory: int | None, no_limits: bool) -> Limits | None:
     return None if no_limits else Limits(seconds=seconds, memory_mib=memory if memory else None)
 
@@ -89,8 +83,6 @@ def check(paths: tuple[str, ...], fmt: str, strict: bool, limit_seconds: float |
         diagnostics = check_policy(paths, limits=_limits(limit_seconds, limit_memory, no_limits))
     except ClueueError as e:
         _fail(str(e))
-    except KeyboardInterrupt:
-        _interrupted()
     if fmt == "json":
         click.echo(json.dumps({"diagnostics": [d.to_dict() for d in diagnostics]}, indent=2))
     else:
@@ -150,8 +142,6 @@ def test(paths: tuple[str, ...], policies: tuple[str, ...], pattern: str | None,
                             limits=_limits(limit_seconds, limit_memory, no_limits))
     except ClueueError as e:
         _fail(str(e))
-    except KeyboardInterrupt:
-        _interrupted()
     if pattern and not results:
         _fail(f"--run {pattern!r} matches none of the {len(cases)} cases")
     if fmt == "json":
@@ -219,8 +209,6 @@ def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...
                               limits=_limits(limit_seconds, limit_memory, no_limits))
     except ClueueError as e:
         _fail(str(e))
-    except KeyboardInterrupt:
-        _interrupted()
     base_label = " ".join(base) or "built-in policy"
     new_label = " ".join(policies) or "built-in policy"
     if fmt == "text":

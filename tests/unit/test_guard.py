@@ -65,7 +65,7 @@ def test_ctrl_c_stops_a_command_while_it_grounds(tmp_path, command):
     policy.write_text(FOREVER if command[0] == "plan" else "count(0).\ncount(N+1) :- count(N).\n")
     done, child = _interrupt_while_grounding([*command, str(policy)])
     assert done.returncode == 130, done.stderr
-    assert done.stderr.startswith("error: interrupted"), done.stderr
+    assert done.stderr.strip().startswith("error: interrupted"), done.stderr
     assert "Traceback" not in done.stderr
     deadline = time.monotonic() + 5
     while not _gone(child):
