@@ -122,3 +122,18 @@ def test_a_child_whose_parent_was_killed_ends_soon_after_its_limit():
     while not _gone(child):
         assert time.monotonic() < deadline, "the orphaned child kept running"
         time.sleep(0.2)
+
+
+def test_a_cycle_stopped_before_grounding_says_so(monkeypatch):
+    from clueue.adapters.files import load_snapshot
+    from clueue.engine import guard, load_policy
+
+    def hang(*args, **kwargs):  # as compiling a snapshot would if some object made it hang
+        time.sleep(3600)
+
+    monkeypatch.setattr(guard, "run_cycle", hang)  # the forked children see the patched module
+    monkeypatch.setattr(guard, "compile_snapshot", hang)
+    with pytest.raises(PolicyError) as caught:
+        guard.guarded_cycle(load_snapshot([str(CLUSTER)]), load_policy(), limits=guard.Limits(seconds=1))
+    assert str(caught.value) == ("the cycle exceeded its time limit of 1s; it stopped while compiling the snapshot "
+                                 "into facts, before grounding")
