@@ -87,8 +87,9 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
         except ModuleNotFoundError as e:
             if e.name not in _KUBE_MODULES:
                 raise
-            click.echo(f"error: the kubernetes client is not installed ({e.name} is missing): "
-                       "pip install 'clueue[kube]'", err=True)
+            missing = "the kubernetes client is not installed" if e.name == "kubernetes" else \
+                f"{e.name}, which the kube extra installs, is missing"
+            click.echo(f"error: {missing}: pip install 'clueue[kube]'", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
             click.echo("error: interrupted; what was written before stays valid: run the command again to finish",

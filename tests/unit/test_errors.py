@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import socket
 import subprocess
@@ -200,13 +201,14 @@ def test_a_server_that_never_answers_times_out_instead_of_hanging(tmp_path: Path
                              "(kubectl cluster-info), then run the command again\n")
 
 
-_WITHOUT_KUBERNETES = """
+_WITHOUT = """
+import os
 import sys
 from importlib.abc import MetaPathFinder
 
 class Uninstalled(MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "kubernetes":
+        if name.split(".")[0] == os.environ["UNINSTALLED"]:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
@@ -220,12 +222,22 @@ main()
 @pytest.mark.parametrize("command", [["plan"], ["apply"], ["snapshot"]])
 def test_without_the_kubernetes_package_a_live_command_says_how_to_install_it(command: list[str],
                                                                               tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_KUBERNETES, *command,
-                           "--kubeconfig", str(_unreachable_kubeconfig(tmp_path))],
-                          capture_output=True, text=True, timeout=120)
+    done = _run_without("kubernetes", [*command, "--kubeconfig", str(_unreachable_kubeconfig(tmp_path))])
     assert done.returncode == 1
-    assert done.stderr == ("error: the kubernetes client is not installed (kubernetes is missing): "
+    assert done.stderr == ("error: the kubernetes client is not installed: "
                            "pip install 'clueue[kube]'\n")
+
+
+def test_without_tenacity_a_live_command_says_how_to_install_it(tmp_path: Path) -> None:
+    done = _run_without("tenacity", ["apply", "--kubeconfig", str(_unreachable_kubeconfig(tmp_path))])
+    assert done.returncode == 1
+    assert done.stderr == "error: tenacity, which the kube extra installs, is missing: pip install 'clueue[kube]'\n"
+
+
+def _run_without(module: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """The command line run in a Python that cannot import ``module`` (as if not installed)."""
+    return subprocess.run([sys.executable, "-c", _WITHOUT, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "UNINSTALLED": module})
 
 
 def test_ctrl_c_is_one_line_and_exit_code_130(monkeypatch: pytest.MonkeyPatch) -> None:
