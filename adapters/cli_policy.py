@@ -45,7 +45,7 @@ def _with_limits(default_seconds: str) -> Any:
     --limit-seconds means."""
     options = [
         click.option("--limit-seconds", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
-                     help=f"Wall-clock limit of each cycle's process (default: {default_seconds})."),
+                     help=f"Wall-clock limit of the process that grounds (per cycle; default: {default_seconds})."),
         click.option("--limit-memory", type=click.IntRange(min=0), default=2048, show_default=True, metavar="MIB",
                      help="Memory limit of that process in MiB; 0: none."),
         click.option("--no-limits", is_flag=True, help="Run in this process, without limits (and deaf to Ctrl-C "
