@@ -43,6 +43,7 @@ exact, as long as they tell workloads apart by their facts and not by their name
 from __future__ import annotations
 
 import functools
+import sys
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -120,8 +121,8 @@ class Selection:
             if tree in filling:
                 left = room.setdefault(tree, {})
                 if _fits(needs, left):
-                    for r, v in needs.items():
-                        left[r] -= v
+                    for r, v in needs.items():  # a pod set of no pods needs 0 of what the tree may lack
+                        left[r] = left.get(r, Fraction(0)) - v
                     cut[tree] = seen[tree]
                 least = self.least.get(tree, {})
                 if remaining[tree] == 0 or any(left.get(r, Fraction(0)) < v for r, v in least.items()):
@@ -285,8 +286,9 @@ def _pod_set_needs(pod_sets: tuple[tuple[int, tuple[tuple[str, int, int], ...]],
 
 
 def _bound(needs: Mapping[str, Fraction], totals: Mapping[str, Fraction]) -> int:
+    """How many workloads needing ``needs`` fit in ``totals``: any number, if they need nothing."""
     fits = [floor(totals.get(r, Fraction(0)) / v) for r, v in needs.items() if v > 0]
-    return min(fits, default=0)
+    return min(fits, default=sys.maxsize)
 
 
 class _Pending(NamedTuple):
