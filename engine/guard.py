@@ -200,12 +200,12 @@ def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(),
         raise PolicyError(f"{what}; {culprit}") from None
 
 
-def _exceeded(e: LimitExceeded, seconds: float, memory_mib: int | None) -> str:
+def _exceeded(e: LimitExceeded, seconds: float, memory_mib: int | None, what: str = "the cycle") -> str:
     if e.kind == "time":
-        return f"the cycle exceeded its time limit of {seconds:g}s"
+        return f"{what} exceeded its time limit of {seconds:g}s"
     if e.kind == "memory":
-        return f"the cycle exceeded its memory limit of {memory_mib} MiB"
-    return f"the cycle's process failed: {e.detail}"
+        return f"{what} exceeded its memory limit of {memory_mib} MiB"
+    return f"{what} failed: {e.detail}"
 
 
 _COMPILING = "compiling"
@@ -260,7 +260,7 @@ def guarded_outline(policy: Policy, limits: Limits | None = Limits()) -> PolicyO
     try:
         return run_limited(outline_policy, policy, seconds=seconds, memory_mib=limits.memory_mib)  # type: ignore[no-any-return]
     except LimitExceeded as e:
-        what = _exceeded(e, seconds, limits.memory_mib).replace("the cycle", "grounding the policy without facts")
+        what = _exceeded(e, seconds, limits.memory_mib, "grounding the policy without facts")
     try:
         run_limited(probe_grounding, "", policy, seconds=seconds, memory_mib=limits.memory_mib, progress=True)
         where = None

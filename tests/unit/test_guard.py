@@ -137,3 +137,21 @@ def test_a_cycle_stopped_before_grounding_says_so(monkeypatch):
         guard.guarded_cycle(load_snapshot([str(CLUSTER)]), load_policy(), limits=guard.Limits(seconds=1))
     assert str(caught.value) == ("the cycle exceeded its time limit of 1s; it stopped while compiling the snapshot "
                                  "into facts, before grounding")
+
+
+def _die_of_a_signal():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _raise_a_bug():
+    raise KeyError("a bug")
+
+
+def test_a_child_that_dies_or_raises_is_reported_as_such():
+    from clueue.engine.guard import ChildFailed, LimitExceeded, run_limited
+
+    with pytest.raises(LimitExceeded) as died:
+        run_limited(_die_of_a_signal, seconds=30, memory_mib=None)
+    assert (died.value.kind, died.value.detail) == ("crash", f"the process ended with exit code {-signal.SIGSEGV}")
+    with pytest.raises(ChildFailed, match=r"(?s)Traceback.*KeyError: 'a bug'"):
+        run_limited(_raise_a_bug, seconds=30, memory_mib=None)
