@@ -245,7 +245,7 @@ def _ground(ctl: clingo.Control, parts: list[tuple[str, list[clingo.Symbol]]], m
 
 def _why(messages: _Messages, error: RuntimeError) -> str:
     """What clingo said about a failure: its last messages, else the exception's own text
-    (some failures, such as an exception raised inside a callback, log nothing)."""
+    (clingo does not log every failure)."""
     if messages.items:
         return "; ".join(messages.items[-5:])
     return f"clingo logged no message, only: {str(error) or type(error).__name__}"

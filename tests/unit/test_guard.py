@@ -74,8 +74,7 @@ def test_ctrl_c_stops_a_command_while_it_grounds(tmp_path, command):
 
 
 class _FailingControl:
-    """A clingo control whose grounding fails without logging anything, as clingo does when,
-    for one, an exception is raised inside one of its callbacks."""
+    """A clingo control whose grounding fails without logging anything."""
 
     def ground(self, parts, context=None):
         raise RuntimeError("grounding stopped because of errors")
