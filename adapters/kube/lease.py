@@ -69,11 +69,11 @@ class DeciderLease:
     with :meth:`fence` before each write, renewed meanwhile, and released at the end."""
 
     def __init__(self, api: client.ApiClient, namespace: str, *, name: str = LEASE_NAME,
-                 duration: int = DURATION_S, identity: str | None = None) -> None:
+                 duration: int | None = None, identity: str | None = None) -> None:
         self.api = client.CoordinationV1Api(api)
         self.namespace = namespace
         self.name = name
-        self.duration = duration
+        self.duration = duration or DURATION_S
         self.identity = identity or f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
         self._lease: client.V1Lease | None = None  # the record as we last wrote it
         self._renewed_at = 0.0  # monotonic time at which the last successful write was sent

@@ -195,10 +195,63 @@ def test_applying_twice_changes_nothing(api):
     ns = queue_setup(api, tag(), nominal=2)
     create(api, gated_pod(ns, "a"))
     create(api, gated_pod(ns, "b", cpu="5"))
+    create(api, gated_pod(ns, "c", cpu="1"))
+    create(api, gated_pod(ns, "d", cpu="2"))  # waits behind a and c, admitted in the same cycle
     first = apply_plan(api, cycle(api))
     assert any(w.endswith(f"{ns}/a") for w in first.writes)
+    pending = next(c for c in workload_object(api, ns, "pod-d")["status"]["conditions"] if c["type"] == "QuotaReserved")
+    assert "waits behind" in pending["message"]
+    # The second cycle sees a and c admitted before it: d no longer "waits behind" them, but its
+    # reasons and their numbers are the same, so its status is not rewritten.
     second = apply_plan(api, cycle(api))
     assert [w for w in second.writes if ns in w] == [] and not second.errors
+
+
+def test_a_pending_status_is_rewritten_when_its_numbers_change(api):
+    ns = queue_setup(api, tag(), nominal=4)
+    create(api, gated_pod(ns, "x", cpu="3"))
+    create(api, gated_pod(ns, "y", cpu="3"))
+    assert not apply_plan(api, cycle(api)).errors
+    waiting = next(n for n in ("pod-x", "pod-y") if "admission" not in workload_object(api, ns, n)["status"])
+    before = next(c for c in workload_object(api, ns, waiting)["status"]["conditions"] if c["type"] == "QuotaReserved")
+    create(api, gated_pod(ns, "z", cpu="1"))  # takes the 1 cpu left: the waiting one is now 3 short, not 2
+    assert f"status Workload {ns}/{waiting}" in apply_plan(api, cycle(api)).writes
+    after = next(c for c in workload_object(api, ns, waiting)["status"]["conditions"] if c["type"] == "QuotaReserved")
+    assert "2 short" in before["message"] and "3 short" in after["message"]
+
+
+def test_a_pod_groups_workload_follows_its_pods_until_admitted(api):
+    # Created while the group was incomplete (2 of 3 pods), the Workload must not keep 2 pods
+    # and 2 owners once the third arrives and the group is admitted as 3.
+    ns = queue_setup(api, tag(), nominal=4)
+    for i in range(2):
+        create(api, gated_pod(ns, f"gang-{i}", cpu="1", group="gang", total=3))
+    assert not apply_plan(api, cycle(api)).errors
+    assert workload_object(api, ns, "gang")["spec"]["podSets"][0]["count"] == 2
+    create(api, gated_pod(ns, "gang-2", cpu="1", group="gang", total=3))
+    result = apply_plan(api, cycle(api))
+    assert not result.errors and any(w.startswith(f"delete Workload {ns}/gang:") for w in result.writes), result.writes
+    gang = workload_object(api, ns, "gang")
+    assert [p["count"] for p in gang["spec"]["podSets"]] == [3]
+    assert [a["count"] for a in gang["status"]["admission"]["podSetAssignments"]] == [3]
+    assert sorted(o["name"] for o in gang["metadata"]["ownerReferences"]) == ["gang-0", "gang-1", "gang-2"]
+    assert [w for w in apply_plan(api, cycle(api)).writes if ns in w] == []
+
+
+def test_an_admitted_workload_gets_owner_references_for_all_its_pods(api):
+    ns = queue_setup(api, tag(), nominal=4)
+    for i in range(2):
+        create(api, gated_pod(ns, f"gang-{i}", cpu="1", group="gang", total=2))
+    assert not apply_plan(api, cycle(api)).errors
+    objects = client.CustomObjectsApi(api)
+    gang = workload_object(api, ns, "gang")
+    gang["metadata"]["ownerReferences"] = gang["metadata"]["ownerReferences"][:1]  # as an older clueue left it
+    objects.replace_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "workloads", "gang", gang)
+    result = apply_plan(api, cycle(api))
+    assert f"own Workload {ns}/gang: owner references added for its pods" in result.writes and not result.errors
+    gang = workload_object(api, ns, "gang")
+    assert sorted(o["name"] for o in gang["metadata"]["ownerReferences"]) == ["gang-0", "gang-1"]
+    assert gang["status"]["admission"]  # kept: it holds its quota
 
 
 def test_excess_pods_are_deleted_youngest_first(api):
