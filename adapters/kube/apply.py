@@ -5,11 +5,19 @@ Order, and what it guarantees:
 1. **Workloads.** Every workload of the plan gets a ``kueue.x-k8s.io`` Workload object (created
    for pods and pod groups that lack one) whose status records the decision: the admission and
    ``QuotaReserved``/``Admitted`` conditions for admitted ones, ``QuotaReserved=False`` with the
-   reasons' messages for the others.
+   reasons' messages for the others. A Workload made for pods matches them: while it holds no
+   admission, one whose pod sets (names, counts, requests) differ from its pods' is deleted (only
+   the version read) and created anew, since Kueue's Workloads do not change their pod sets;
+   one that holds an admission is left as it is, with a warning. Either way every pod gets an
+   owner reference on it.
 2. **Pods.** The admission gate is removed and the chosen flavors' node labels added to the node
    selector, on the exact pod the plan decided on (same uid), and only once the Workload's
-   admission is recorded. A failure between 1 and 2 leaves an admitted Workload with gated pods,
-   which the next cycle ungates; never an ungated pod without a recorded admission.
+   admission is recorded and names the flavors the plan's does: the Workload is read again before
+   its first pod is ungated, and a plan whose flavors differ from the recorded ones (one decided
+   before another decider recorded its admission) leaves the pods gated, with an error, for the
+   next cycle to ungate as recorded. A failure between 1 and 2 leaves an admitted Workload with
+   gated pods, which the next cycle ungates; never an ungated pod without a recorded admission,
+   nor with another flavor's node selector than the recorded one.
 3. **Excess pods.** The finalizer is removed and the pod deleted, by uid.
 4. **Preemption**, in the same pass as 2 and 3, in the plan's order. Step 1 leaves a victim's
    Workload as it is (it still holds its admission); here, if it still holds
@@ -25,8 +33,24 @@ Order, and what it guarantees:
 
 Every write reads the object, derives the change, and writes with the read resourceVersion; on a
 conflict it reads again and derives the change anew. A change already in place is skipped, so
-applying the same plan twice writes nothing the second time. Events are recorded on Workloads
-and pods when something changes.
+applying the same plan twice writes nothing the second time, and neither does a second cycle on
+an unchanged cluster: a pending Workload's ``QuotaReserved=False`` condition carries a digest of
+its reasons' codes and data (``[clueue:<digest>]`` at the end of the message) and is rewritten
+only when they change, not when only their wording does, nor when all that changed is whom it
+waited behind (``WaitsBehind`` names workloads admitted in the cycle that decided; the next cycle
+sees them admitted before). Events are recorded on Workloads and pods when something changes.
+
+**Concurrent deciders.** resourceVersion guards one object, not a decision that spans many (two
+admissions into one flavor). Deciders therefore take turns under the decider lease (lease.py,
+decide.py): each reads the cluster only once it holds the lease, so no decision rests on a
+snapshot older than another decider's writes, and every write here is first fenced by
+``fence`` (a decider that can no longer show it holds the lease stops, with ``stopped`` set).
+Re-checking each admission against the usage recorded right before writing it is not done: the
+API server has no transaction over several objects, so such a check narrows the race without
+closing it, at the cost of reading every Workload of the quota tree per admission. What the
+lease cannot prevent (a status written by hand, or by another controller) is reported instead:
+quota held beyond a quota tree's is a warning (engine/overcommit.py), never evicted silently,
+and the recorded-admission check above keeps pods on their recorded flavor.
 """
 
 from __future__ import annotations
