@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import clingo
 import clingo.ast as _ast
 
-from .errors import PolicyError, SolveError
+from .errors import PolicyError, SnapshotError, SolveError
 from .facts import defined_directives, value_text
 from .policy import Policy, PolicyFile
 
@@ -73,7 +73,11 @@ class _FactSymbols(dict):
     """Memo of the symbol of a fact, by its text ``pred(args).``"""
 
     def __missing__(self, text: str) -> clingo.Symbol:
-        symbol = self[text] = clingo.parse_term(text.rstrip().removesuffix("."))
+        try:
+            symbol = self[text] = clingo.parse_term(text.rstrip().removesuffix("."))
+        except (RuntimeError, UnicodeError):  # clingo reads C strings: no NUL, no lone surrogate
+            raise SnapshotError(f"clingo cannot read a text of the snapshot (it holds a NUL character or an "
+                                f"invalid code point): {text.strip()!r}") from None
         return symbol
 
 

@@ -4,17 +4,21 @@ files), not a RecursionError traceback or a crash of libyaml's loader."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from clueue.adapters.files import load_config, read_documents
-from clueue.engine import SnapshotError
+from clueue.adapters.files import load_config, load_snapshot, read_documents
+from clueue.engine import SnapshotError, load_policy, run_cycle
 from clueue.engine.config import Limits
 from clueue.engine.parsing import MAX_DEPTH, parse_documents
 from clueue.engine.policytest import PolicyTestError, load_tests
 
+CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster"
 DEEP = 100_000
 
 NESTED = {
@@ -88,3 +92,17 @@ def test_invalid_limits_name_the_field(tmp_path, field, value):
     f.write_text(f"kind: Configuration\nlimits:\n  {field}: {value}\n")
     with pytest.raises(SnapshotError, match=f"limits.{field}: expected"):
         load_config(str(f))
+
+
+@pytest.mark.parametrize("value", ["on\0demand", "on\ud800demand"])
+def test_a_text_clingo_cannot_read_is_an_error_naming_its_fact(tmp_path, value):
+    # A NUL character (YAML "\0", JSON "\u0000") or a lone surrogate (JSON "\ud800") reaches a fact.
+    snapshot = tmp_path / "cluster"
+    shutil.copytree(CLUSTER, snapshot)
+    flavors = [d.body for d in read_documents([str(snapshot / "10-flavors.yaml")])]
+    flavors[0]["spec"]["nodeLabels"] = {"capacity": value}
+    (snapshot / "10-flavors.yaml").unlink()
+    (snapshot / "10-flavors.json").write_text(json.dumps(flavors))
+    name = flavors[0]["metadata"]["name"]
+    with pytest.raises(SnapshotError, match=rf'^clingo cannot read a text of the snapshot .*flavor_label\("{name}","capacity"'):
+        run_cycle(load_snapshot([str(snapshot)]), load_policy())
