@@ -222,3 +222,21 @@ def test_quota_held_beyond_a_tree_is_reported_not_evicted(api: client.ApiClient)
     assert f"ClusterQueue cq-{t} holds 8 cpu in flavor fl-{t}, more than its quota of 4 (admitted: {ns}/one, {ns}/two)" \
         in "\n".join(applied.warnings), applied.warnings
     assert all((w.get("status") or {}).get("admission") for w in workloads_of(api, ns).values())
+
+
+def test_a_decider_that_lost_the_lease_stops_writing(api: client.ApiClient) -> None:
+    ns = queue_setup(api, tag(), nominal=4)
+    create(api, gated_pod(ns, "p"))
+    plan = cycle(api)
+    with DeciderLease(api, LEASE_NS).acquire(30) as lease:
+        leases = client.CoordinationV1Api(api)
+        taken = leases.read_namespaced_lease("clueue-decider", LEASE_NS)
+        taken.spec.holder_identity = "thief"  # another decider took it over (our renewals were lost)
+        leases.replace_namespaced_lease("clueue-decider", LEASE_NS, taken)
+        lease.renew()
+        result = apply_plan(api, plan, fence=lease.fence)
+    assert result.stopped and result.writes == [] and "taken over" in result.errors[-1], result
+    assert client.CoreV1Api(api).read_namespaced_pod("p", ns).spec.scheduling_gates
+    holder = client.CoordinationV1Api(api).read_namespaced_lease("clueue-decider", LEASE_NS).spec.holder_identity
+    assert holder == "thief"  # releasing a lost lease leaves the new holder's alone
+    client.CoordinationV1Api(api).delete_namespaced_lease("clueue-decider", LEASE_NS)  # for the next test
