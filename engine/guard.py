@@ -224,7 +224,7 @@ def _culprit(snapshot: Snapshot, policy: Policy, config: Config, seconds: float,
         run_limited(_probe, snapshot, policy, config, seconds=seconds, memory_mib=memory_mib, progress=True)
     except LimitExceeded as e:
         return _stopped_at(e.last_progress)
-    except (ClueueError, ChildFailed) as e:
+    except ClueueError as e:
         return f"grounding it rule by rule fails: {e}"
     return ("each rule grounds within the limits on its own, so solving or the explanation pass is the "
             "likely cause: raise the limits or lower the time budget")
@@ -266,7 +266,7 @@ def guarded_outline(policy: Policy, limits: Limits | None = Limits()) -> PolicyO
         where = None
     except LimitExceeded as e:
         where = e.last_progress
-    except (ClueueError, ChildFailed):
+    except ClueueError:
         where = None
     outline = outline_policy(policy, ground=False)
     if where is None:
