@@ -194,9 +194,7 @@ class _Applier:
                     self.result.skipped.append(f"create {label}: the one it replaces is still being deleted")
                     return
             if self.dry:  # a dry-run create leaves nothing to write the status on
-                if entry.state == "admitted":
-                    self.recorded[entry.name] = {"podSetAssignments": [
-                        {"name": a.name, "flavors": dict(a.flavors)} for a in entry.admission]}
+                self._dry_recorded(entry)
                 return
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -207,6 +205,8 @@ class _Applier:
             lambda: self._get_workload(ns, name), change,
             lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
                 KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
+        if wrote and self.dry:
+            self._dry_recorded(entry)
         if wrote:
             self.result.writes.append(f"status {label}")
             kind = "Warning" if entry.state == "inadmissible" else "Normal"
@@ -215,6 +215,12 @@ class _Applier:
                        "; ".join(r.message for r in entry.reasons))
         else:
             self.result.skipped.append(f"status {label}")
+
+    def _dry_recorded(self, entry: WorkloadEntry) -> None:
+        """In a dry run nothing is recorded: the ungates go on as if the plan's admission were."""
+        if entry.state == "admitted":
+            self.recorded[entry.name] = {"podSetAssignments": [
+                {"name": a.name, "flavors": dict(a.flavors)} for a in entry.admission]}
 
     def _consistent(self, entry: WorkloadEntry, obj: dict[str, Any]) -> dict[str, Any] | None:
         """The Workload of pods ``obj``, made to match them: deleted (None returned, so that it is

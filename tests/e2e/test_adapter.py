@@ -335,3 +335,16 @@ def test_the_watch_cache_follows_the_cluster(api):
     finally:
         stopper = threading.Thread(target=cache.stop, daemon=True)
         stopper.start()
+
+
+def test_dry_run_of_a_waiting_workload_that_now_fits_would_ungate_it(api):
+    ns = queue_setup(api, tag(), nominal=1)
+    create(api, gated_pod(ns, "p", cpu="2"))
+    assert not apply_plan(api, cycle(api)).errors  # its Workload exists, pending
+    objects = client.CustomObjectsApi(api)
+    cq = objects.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", f"cq-{ns[3:]}")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    objects.replace_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", f"cq-{ns[3:]}", cq)
+    result = apply_plan(api, cycle(api), dry_run=True)
+    assert f"ungate Pod {ns}/p" in result.writes and not result.errors, result
+    assert client.CoreV1Api(api).read_namespaced_pod("p", ns).spec.scheduling_gates
