@@ -36,7 +36,7 @@ PRIORITY_CLASSES = (("high", 100), ("low", 1))
 # Ordinary quantities per resource: what quotas and requests usually are.
 _QUANTITIES = {
     "cpu": st.one_of(st.integers(0, 10), st.sampled_from(["1", "2", "500m", "1500m", "250m", "4"])),
-    "memory": st.sampled_from(["1Gi", "2Gi", "512Mi", "4Gi", "8Gi", "1G", "100M", 0]),
+    "memory": st.sampled_from(["4Gi", "8Gi", "2Gi", "16Gi", "1G", "100M", 0]),
     "example.com/gpu": st.integers(0, 4),
 }
 # What a pod usually asks for: less than a queue holds, so that several compete for it.
@@ -161,7 +161,7 @@ def _preemption(d: Drawer) -> dict[str, Any]:
 
 def _cluster_queue(d: Drawer, name: str, flavors: list[str], cohorts: list[str]) -> dict[str, Any]:
     cohort = d(st.sampled_from(cohorts)) if cohorts and d.maybe(70) else None
-    spec: dict[str, Any] = {"namespaceSelector": d(st.sampled_from([{}, {}, {}, {"matchLabels": {"team": "a"}}])),
+    spec: dict[str, Any] = {"namespaceSelector": d(st.sampled_from([{}] * 5 + [{"matchLabels": {"team": "a"}}])),
                             "resourceGroups": _resource_groups(d, flavors, cohort is not None)}
     if cohort:
         spec["cohort"] = cohort
@@ -170,7 +170,7 @@ def _cluster_queue(d: Drawer, name: str, flavors: list[str], cohorts: list[str])
     if d.maybe(20):
         spec["flavorFungibility"] = {"whenCanBorrow": d(st.sampled_from(["Borrow", "TryNextFlavor"])),
                                      "whenCanPreempt": d(st.sampled_from(["Preempt", "TryNextFlavor"]))}
-    if d.maybe(40):
+    if d.maybe(50):
         spec["preemption"] = _preemption(d)
     if d.maybe(3):
         spec["stopPolicy"] = d(st.sampled_from(["Hold", "HoldAndDrain", "None"]))
@@ -259,15 +259,15 @@ def _workload(d: Drawer, i: int, flavors: list[str], cluster_queues: dict[str, d
         spec = _pod_spec(d, flavors, d(st.integers(0, 3)))
         sets.append({"name": name, "count": d.value(st.integers(0, 4)), "template": {"spec": spec}})
     body: dict[str, Any] = {"queueName": queue, "podSets": sets}
-    if d.maybe(30):
-        body["priority"] = d.value(st.integers(-5, 200))
+    if d.maybe(40):
+        body["priority"] = d.value(st.sampled_from([0, 0, 10, 100, -5]))
     elif d.maybe(40):
         body["priorityClassName"] = d.name(tuple(n for n, _ in PRIORITY_CLASSES))
     if d.maybe(5):
         body["active"] = False
     out: dict[str, Any] = {"apiVersion": KUEUE, "kind": "Workload",
                            "metadata": _meta(d, f"wl-{i}", ns, creationTimestamp=_timestamp(d)), "spec": body}
-    if d.maybe(35):
+    if d.maybe(45):
         # Usually admitted into the ClusterQueue its LocalQueue points to; sometimes elsewhere.
         own = local_queues.get((ns, queue)) if isinstance(queue, str) else None
         cq = own if own is not None and d.maybe(85) else d.name(CLUSTER_QUEUES)
@@ -361,10 +361,10 @@ def paths(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
 
 
 def _mutate(d: Drawer, docs: list[dict[str, Any]]) -> None:
-    paths = [(i, p) for i, doc in enumerate(docs) for p in paths(doc) if p[0] not in ("apiVersion", "kind")]
-    if not paths:
+    where = [(i, p) for i, doc in enumerate(docs) for p in paths(doc) if p[0] not in ("apiVersion", "kind")]
+    if not where:
         return
-    i, path = d(st.sampled_from(paths))
+    i, path = d(st.sampled_from(where))
     node: Any = docs[i]
     for part in path[:-1]:
         node = node[part]
