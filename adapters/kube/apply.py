@@ -311,9 +311,12 @@ class _Applier:
         else:
             self.result.skipped.append(f"ungate Pod {target}")
 
-    def preempt(self, target: str, pods: list[tuple[str, str]], message: str) -> None:
+    def preempt(self, target: str, pods: list[tuple[str, str]], code: str, message: str) -> None:
+        """Evict an admitted workload: its admission released with Kueue's Evicted reason for
+        ``code`` (the plan's reason: a preemption, a drained queue, a deactivation), its pods deleted."""
         ns, name = target.split("/", 1)
         label = f"Workload {target}"
+        why = _EVICTED_BY.get(code, "Preempted")
 
         def evict(obj: dict[str, Any]) -> dict[str, Any] | None:
             status = obj.get("status") or {}
@@ -322,8 +325,8 @@ class _Applier:
             entry = self.entries.get(target)  # tagged as a pending status is, so the next apply leaves it
             pending = tagged(message, reasons_digest(entry.reasons), _MESSAGE_LIMIT) if entry else message
             conditions = _conditions(status.get("conditions", []), [
-                ("Evicted", "True", "Preempted", message), ("QuotaReserved", "False", "Preempted", pending),
-                ("Admitted", "False", "Preempted", message)])
+                ("Evicted", "True", why, message), ("QuotaReserved", "False", why, pending),
+                ("Admitted", "False", why, message)])
             kept = {k: v for k, v in status.items() if k != "admission"}
             return {**obj, "status": {**kept, "conditions": conditions}}
 
@@ -334,11 +337,11 @@ class _Applier:
         self.recorded[target] = None
         if wrote:
             self.result.writes.append(f"preempt {label}")
-            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Preempted", message)
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", why, message)
         else:
             self.result.skipped.append(f"preempt {label}")
         for pod, uid in pods:
-            self.delete(f"{ns}/{pod}", target, uid, message, reason="Preempted")
+            self.delete(f"{ns}/{pod}", target, uid, message, reason=why)
 
     def delete(self, target: str, workload: str, uid: str, message: str, *, reason: str = "ExcessPodDeleted") -> None:
         ns, name = target.split("/", 1)
@@ -369,20 +372,25 @@ class _Applier:
         """A Warning Event on an object the snapshot left out as malformed. A Workload's own
         plan entry records why (InvalidObject); any other kind is told by this Event alone."""
         where = f"{obj.field}: " if obj.field else ""
-        self.event(obj.kind, obj.api_version, obj.namespace or "default", obj.name, "Warning", "InvalidObject",
-                   f"clueue cannot use it and leaves it out: {where}{obj.message}")
+        self.event(obj.kind, obj.api_version, obj.namespace, obj.name, "Warning", "InvalidObject",
+                   f"clueue cannot use it and leaves it out: {where}{obj.message}", uid=obj.uid)
 
-    def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str) -> None:
+    def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str,
+              *, uid: str = "") -> None:
+        """Record an Event on an object; ``ns`` is "" for a cluster-scoped one, whose Events live
+        in ``default`` (as the kubelet's Events on Nodes do), where ``kubectl describe`` finds them."""
         if self.dry:
             return
         now = datetime.now(timezone.utc)
+        home = ns or "default"
         body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
-            involved_object=client.V1ObjectReference(kind=kind, api_version=api_version, namespace=ns, name=name),
+            metadata=client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=home),
+            involved_object=client.V1ObjectReference(kind=kind, api_version=api_version, namespace=ns or None,
+                                                     name=name, uid=uid or None),
             reason=reason, message=message[:1024], type=type_, count=1, first_timestamp=now, last_timestamp=now,
             source=client.V1EventSource(component=MANAGER), reporting_component=MANAGER)
         try:
-            self.core.create_namespaced_event(ns, body)
+            self.core.create_namespaced_event(home, body)
         except ApiException as e:  # an event is a courtesy: never fail an apply over one
             self.result.errors.append(f"event {reason} on {kind} {ns}/{name}: {e.reason}")
 
@@ -429,12 +437,16 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                                        details["reason"]["message"])
                     elif action.kind == "preempt":
                         applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
-                                        details["reason"]["message"])
+                                        details["reason"]["code"], details["reason"]["message"])
         except (ClusterUnavailable, LeaseLost) as e:  # the writes so far stay valid (see the order above); the next apply goes on
             result.errors.append(str(e))
             result.stopped = True
     result.retries = tally.retries
     return result
 
+
+# The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
+_EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",
+               "LocalQueueDrained": "LocalQueueStopped", "Deactivated": "Deactivated"}
 
 _DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "preempt": "preempting Workload"}

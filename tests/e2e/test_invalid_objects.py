@@ -74,6 +74,11 @@ def test_malformed_objects_are_left_out_with_a_reason_and_an_event(api):
     cq_events = _events(api, "default")
     message = cq_events[("ClusterQueue", f"cq-bad-{t}", "InvalidObject", "Warning")]
     assert "spec.resourceGroups[0].flavors[0].resources[0].name" in message
+    # Found as `kubectl describe clusterqueue` finds it: by the object's uid, with no namespace.
+    bad_cq = client.CustomObjectsApi(api).get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", f"cq-bad-{t}")
+    [event] = [e for e in client.CoreV1Api(api).list_namespaced_event("default").items
+               if e.involved_object.name == f"cq-bad-{t}"]
+    assert (event.involved_object.uid, event.involved_object.namespace) == (bad_cq["metadata"]["uid"], None)
 
     cache = ClusterCache(api, watch_seconds=2).start()  # what a controller reads: lenient as well
     try:
@@ -106,6 +111,10 @@ def test_stopped_queues_and_deactivated_workloads(api):
     assert {a.target: a.details["reason"]["code"] for a in plan.actions if a.kind == "preempt"} == {
         f"{ns}/pod-runs": "LocalQueueDrained"}
     assert not apply_plan(api, plan).errors
-    assert "admission" not in workload_object(api, ns, "pod-runs").get("status", {})
+    status = workload_object(api, ns, "pod-runs").get("status", {})
+    assert "admission" not in status
+    # Recorded with Kueue's reason for an eviction by a stopped LocalQueue, not as a preemption.
+    assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}["Evicted"] == ("True", "LocalQueueStopped")
+    assert ("Workload", "pod-runs", "LocalQueueStopped", "Normal") in _events(api, ns)
     assert core.list_namespaced_pod(ns, field_selector="metadata.name=runs").items == [] or \
         core.read_namespaced_pod("runs", ns).metadata.deletion_timestamp is not None
