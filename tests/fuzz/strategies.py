@@ -17,6 +17,7 @@ shrink towards the valid snapshot, so a minimized failure keeps only the odd val
 from __future__ import annotations
 
 import copy
+import re
 from datetime import date, datetime
 from typing import Any, Callable, Iterator
 
@@ -408,15 +409,34 @@ _DECIDE_LITERALS = (
 _EXPLAIN_LITERALS = ("left_out(W)", "admit(W)", "workload_priority(W,P)", "pod_set(W,PS,C)", "workload_cq(W,Q)",
                      "need(W,F,R,A)")
 _COMPARISONS = ("P < 50", "P >= 100", "C > 2", "A > 4", 'F != "f-1"', 'NS = "team-a"', 'R = "cpu"', "T > 0",
-                "X = 1..3", "A*C > 8", "P \\ 7 = 1")
+                "A*C > 8", "P \\ 7 = 1", "X = 1..3")
+_VARIABLE = re.compile(r'"[^"]*"|\b([A-Z][A-Za-z0-9_]*)\b')
 
 
-def _body(d: Callable[[st.SearchStrategy[Any]], Any], literals: tuple[str, ...]) -> str:
+def _variables(text: str) -> set[str]:
+    return {m.group(1) for m in _VARIABLE.finditer(text) if m.group(1)}
+
+
+def _safe(options: list[str], bound: set[str]) -> list[str]:
+    return [o for o in options if _variables(o) <= bound]
+
+
+def _body(d: Callable[[st.SearchStrategy[Any]], Any], literals: tuple[str, ...]) -> tuple[str, set[str]]:
+    """A rule body and the variables it binds. Mostly safe (every variable of a comparison or a
+    negated literal bound by a positive literal); one in ten is not, which clingo must refuse."""
     parts = d(st.lists(st.sampled_from(literals), min_size=1, max_size=3))
-    parts += d(st.lists(st.sampled_from(_COMPARISONS), max_size=2))
-    if d(st.booleans()):
-        parts.append("not " + d(st.sampled_from(literals)))
-    return ", ".join(parts)
+    bound = set().union(*map(_variables, parts)) | {"X"}  # X = 1..3 binds X
+    unsafe = d(st.integers(0, 9)) == 0
+    comparisons = list(_COMPARISONS) if unsafe else _safe(list(_COMPARISONS), bound)
+    parts += d(st.lists(st.sampled_from(comparisons), max_size=2))
+    negated = list(literals) if unsafe else _safe(list(literals), bound)
+    if negated and d(st.booleans()):
+        parts.append("not " + d(st.sampled_from(negated)))
+    return ", ".join(parts), bound - ({"X"} if "X = 1..3" not in parts else set())
+
+
+def _pick(d: Callable[[st.SearchStrategy[Any]], Any], options: list[str], bound: set[str], fallback: str) -> str:
+    return d(st.sampled_from(_safe(options, bound) or [fallback]))
 
 
 @st.composite
@@ -425,17 +445,21 @@ def policy_statement(draw: Callable[[st.SearchStrategy[Any]], Any]) -> str:
     (hard rules, objective terms, reasons, derived predicates), sometimes unsafe or garbage."""
     kind = draw(st.sampled_from(["constraint", "weak", "derived", "reason", "count", "directive", "garbage"]))
     if kind == "constraint":
-        return f"#program decide.\n:- {_body(draw, _DECIDE_LITERALS)}."
+        return f"#program decide.\n:- {_body(draw, _DECIDE_LITERALS)[0]}."
     if kind == "weak":
-        weight = draw(st.sampled_from(["1", "P", "A", "-1", "2**40"]))
-        level = draw(st.sampled_from([1, 15, 30, 25]))
-        return f"#program decide.\n:~ {_body(draw, _DECIDE_LITERALS)}. [{weight}@{level},W]"
+        body, bound = _body(draw, _DECIDE_LITERALS)
+        weight = _pick(draw, ["1", "P", "A", "-1", "2**40", "A*C"], bound, "1")
+        terms = _pick(draw, ["W", "W,PS", "W,PS,G", "F"], bound, "1")
+        return f"#program decide.\n:~ {body}. [{weight}@{draw(st.sampled_from([1, 15, 30, 25]))},{terms}]"
     if kind == "derived":
-        head = draw(st.sampled_from(["fz_p(W)", "fz_q(W,P)", "fz_n(X)", "fz_big(W) ; fz_small(W)"]))
-        return f"#program {draw(st.sampled_from(['base', 'decide', 'explain']))}.\n{head} :- {_body(draw, _DECIDE_LITERALS)}."
+        body, bound = _body(draw, _DECIDE_LITERALS)
+        head = _pick(draw, ["fz_p(W)", "fz_q(W,P)", "fz_n(X)", "fz_big(W) ; fz_small(W)", "fz_f(F,A)"], bound, "fz_o")
+        return f"#program {draw(st.sampled_from(['base', 'decide', 'explain']))}.\n{head} :- {body}."
     if kind == "reason":
-        term = draw(st.sampled_from(["fz_reason", "fz_reason(P)", "never_fits", "insufficient_quota(1,2)", '"text"']))
-        return f"#program explain.\nreason(W,{term}) :- {_body(draw, _EXPLAIN_LITERALS)}."
+        body, bound = _body(draw, _EXPLAIN_LITERALS)
+        term = _pick(draw, ["fz_reason", "fz_reason(P)", "never_fits", "insufficient_quota(1,2)", '"text"', "fz(A,F)"],
+                     bound, "fz_reason")
+        return f"#program explain.\nreason(W,{term}) :- {body}." if "W" in bound else f"#program explain.\n:- {body}."
     if kind == "count":
         bound = draw(st.integers(0, 3))
         return f"#program decide.\n:- #count{{ W : admit(W), workload_namespace(W,NS) }} > {bound}, NS = \"team-a\"."

@@ -17,7 +17,8 @@ from tests.fuzz.properties import check_case, replaces_builtin
 from tests.fuzz.strategies import policy_files, snapshots
 
 
-@settings(max_examples=60)  # each cycle forks twice and grounds the whole policy: the costliest fuzz test
+# Each cycle forks twice and grounds the whole policy: the costliest fuzz test, given a share of the budget.
+@settings(settings.default, max_examples=max(1, settings.default.max_examples * 3 // 10))
 @given(snapshots(odd=False), policy_files())
 def test_any_user_policy_gives_a_plan_or_a_clueue_error(documents: list[dict[str, Any]], files: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as folder:
