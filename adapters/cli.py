@@ -92,8 +92,8 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.echo(f"error: {missing}: pip install 'clueue[kube]'", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
-            click.echo("error: interrupted; what was written before stays valid: run the command again to finish",
-                       err=True)
+            # An apply stopped halfway leaves only writes that stand on their own (apply.py's order).
+            click.echo("error: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -166,7 +166,7 @@ class _Clueue(click.Group):
             sys.exit(e.exit_code)
         except click.Abort:  # Ctrl-C outside a command's own handling
             click.echo("error: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)  # an int is the code of --help, --version or ctx.exit
 
 

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
-import yaml
-
 from .config import Config
 from .errors import SnapshotError
 from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import format_quantity
+from .parsing import parse_yaml
 from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
@@ -343,7 +342,7 @@ class _Builder:
     def _group_from_sets(self, group: str, sets_pod: Pod, all_pods: list[Pod], base: dict[str, Any]) -> Workload:
         try:
             entries = _parse_group_sets(sets_pod)
-        except (ValueError, yaml.YAMLError, RecursionError, SnapshotError) as e:  # RecursionError: nested too deep
+        except (ValueError, SnapshotError) as e:
             return self._unshaped(base, all_pods, make_reason("InvalidPodGroupSets", group=group, error=str(e)))
         finished = _group_finished(all_pods, sum(count for count, _ in entries.values()))
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
@@ -436,7 +435,7 @@ def _group_finished(pods: list[Pod], total: int) -> bool:
 
 def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:
     """Parse ``pod-group-sets``: a YAML or JSON list of ``{name, count, template}``."""
-    raw = yaml.safe_load(pod.annotations[SETS_ANNOTATION])
+    raw = parse_yaml(pod.annotations[SETS_ANNOTATION], f"Pod {pod.namespace}/{pod.name}: {SETS_ANNOTATION}")
     if not isinstance(raw, list) or not raw:
         raise ValueError("expected a non-empty list of pod sets")
     entries: dict[str, tuple[int, PodSetSpec | None]] = {}
