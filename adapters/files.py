@@ -8,7 +8,7 @@ name the file and the document.
 from __future__ import annotations
 
 import sys
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
 from clueue.engine.config import Limits
@@ -59,19 +59,20 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
     config = Config()
     if path is not None:
         docs = read_documents([path])
-        if len(docs) != 1 or docs[0].body.get("kind") != "Configuration":
+        if len(docs) != 1 or not isinstance(docs[0].body, Mapping) or docs[0].body.get("kind") != "Configuration":
             raise SnapshotError("expected one document of kind Configuration", source=path)
         f = Fields(docs[0], "Configuration") if docs[0].body.get("metadata") else Fields(
             Document(docs[0].source, {**docs[0].body, "metadata": {"name": "config"}}), "Configuration")
         pod_selector = parse_selector(f, "podIntegration.podSelector") or LabelSelector()
-        owners = f.items("podIntegration.managedOwners") or list(config.managed_owners)
+        owners = [f.typed(f"podIntegration.managedOwners[{i}]", o, str, "a group/Kind string")
+                  for i, o in enumerate(f.items("podIntegration.managedOwners"))] or list(config.managed_owners)
         budget = f.get("solver.timeBudgetSeconds", config.time_budget)
         if not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0:
             raise f.fail("solver.timeBudgetSeconds", f"expected a positive number of seconds, got {budget!r}")
         config = Config(
             controller_namespace=f.string("controllerNamespace", config.controller_namespace) or config.controller_namespace,
             namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
-            pod_selector=pod_selector, managed_owners=tuple(str(o) for o in owners), time_budget=float(budget),
+            pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
             limits=_limits(f))
     if time_budget is not None:
         config = Config(**{**config.__dict__, "time_budget": time_budget})

@@ -106,3 +106,16 @@ def test_a_text_clingo_cannot_read_is_an_error_naming_its_fact(tmp_path, value):
     name = flavors[0]["metadata"]["name"]
     with pytest.raises(SnapshotError, match=rf'^clingo cannot read a text of the snapshot .*flavor_label\("{name}","capacity"'):
         run_cycle(load_snapshot([str(snapshot)]), load_policy())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("hello\n", "expected one document of kind Configuration"),
+    ("- kind: Configuration\n", "expected one document of kind Configuration"),
+    ("kind: Configuration\npodIntegration: {managedOwners: [1]}\n", r"podIntegration.managedOwners\[0\]: expected a group/Kind string"),
+])
+def test_a_configuration_that_is_not_one_is_an_error_naming_the_file(tmp_path, text, message):
+    f = tmp_path / "config.yaml"
+    f.write_text(text)
+    with pytest.raises(SnapshotError, match=message) as caught:
+        load_config(str(f))
+    assert str(f) in str(caught.value)
