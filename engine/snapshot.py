@@ -584,6 +584,7 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
     sources: dict[tuple[str, str], str] = {}  # (kind, key) -> where it was read, to name duplicates
     notices: list[str] = []
     rejected: list[Rejected] = []
+    quota_docs: dict[tuple[str, str], Document] = {}  # to reject cohorts of a cycle, and their queues
 
     def add(doc: Document) -> None:
         body = doc.body
@@ -608,6 +609,8 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
         fields = Fields(doc, kind)
         key = f"{fields.namespace}/{fields.name}" if namespaced else fields.name
         first = sources.setdefault((kind, key), doc.source)
+        if kind in ("Cohort", "ClusterQueue"):
+            quota_docs[(kind, key)] = doc
         if first != doc.source:
             raise SnapshotError(f"{kind} {key} is also defined in {first}; remove one of them",
                                 source=doc.source, obj=fields.ident)
@@ -624,10 +627,47 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
 
     for document in documents:
         read(document)
+    if lenient:
+        for kind, key, error in _cohort_cycles(collected["cohorts"], collected["cluster_queues"]):
+            del collected["cohorts" if kind == "Cohort" else "cluster_queues"][key]
+            rejected.append(_rejected(quota_docs[(kind, key)], error))
     if not any(collected.values()) and not rejected:
         notices.append("the snapshot holds no objects clueue reads")
     return Snapshot(**{attr: dict(sorted(objs.items())) for attr, objs in collected.items()},
                     notices=tuple(notices), rejected=tuple(rejected))
+
+
+def _cohort_cycles(cohorts: Mapping[str, Cohort],
+                   queues: Mapping[str, ClusterQueue]) -> list[tuple[str, str, SnapshotError]]:
+    """The Cohorts whose parents form a cycle, and the ClusterQueues under them, each with why.
+
+    Such a quota tree has no root, so none of its quota can be counted: a live snapshot leaves
+    these objects out (offline, the compiler refuses the cycle)."""
+    cycle_of: dict[str, str] = {}
+    for start in cohorts:
+        path, node = [start], cohorts[start].parent
+        while node in cohorts and node not in path and node not in cycle_of:
+            path.append(node)
+            node = cohorts[node].parent
+        if node in path:
+            loop = path[path.index(node):]
+            for member in loop:
+                cycle_of[member] = " -> ".join(loop + [node])
+    in_cycle: dict[str, str] = {}  # every cohort under a cycle, and the cycle
+    for start in cohorts:
+        node: str | None = start
+        seen = set()
+        while node in cohorts and node not in cycle_of and node not in seen:
+            seen.add(node)
+            node = cohorts[node].parent
+        if node in cycle_of:
+            in_cycle[start] = cycle_of[node]
+    out = [("Cohort", name, SnapshotError(f"cohort parents form a cycle: {why}", field="spec.parentName"))
+           for name, why in sorted(in_cycle.items())]
+    out += [("ClusterQueue", cq.name, SnapshotError(f"its cohort {cq.cohort} is in or under a cycle of cohort "
+                                                    f"parents: {in_cycle[cq.cohort]}", field="spec.cohort"))
+            for cq in queues.values() if cq.cohort in in_cycle]
+    return out
 
 
 def _rejected(doc: Document, error: SnapshotError) -> Rejected:

@@ -4,7 +4,7 @@ reason on its workload, and every other workload is decided as if it were not th
 from __future__ import annotations
 
 from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
-from tests.builders import cluster_queue, flatten, flavor, group, local_queue, pod, workload
+from tests.builders import cluster_queue, cohort, flatten, flavor, group, local_queue, pod, workload
 
 _BAD_TEMPLATE = [{"name": "main", "count": 1, "template": {"spec": {"containers": [
     {"name": "main", "resources": "lots"}]}}}]
@@ -84,3 +84,16 @@ def test_the_digest_covers_the_rejected_objects():
     worse = workload("bad", pod_sets=[{**_BAD_TEMPLATE[0], "count": "two"}])
     one, two = (build_snapshot([Document("api:1", w)], lenient=True) for w in (bad, worse))
     assert one.digest() != two.digest() != build_snapshot([], lenient=True).digest()
+
+
+def test_cohorts_whose_parents_form_a_cycle_are_left_out_with_their_queues():
+    loop = [cohort("a", parent="b"), cohort("b", parent="a"), cohort("under", parent="a")]
+    queues = [cluster_queue("in-loop", {"f": {"cpu": 4}}, cohort="under"), local_queue("in-loop", name="looped"),
+              cluster_queue("cq", {"f": {"cpu": 4}}), local_queue("cq")]
+    plan = _plan(flavor("f"), loop, queues, workload("stuck", cpu="1", queue="looped"), workload("good", cpu="4"))
+    assert plan.workload("default/good").state == "admitted"
+    assert plan.workload("default/stuck").state != "admitted"
+    rejected = {(r.kind, r.name): r for r in plan.rejected}
+    assert set(rejected) == {("Cohort", "a"), ("Cohort", "b"), ("Cohort", "under"), ("ClusterQueue", "in-loop")}
+    assert rejected[("Cohort", "under")].message == "cohort parents form a cycle: a -> b -> a"
+    assert rejected[("ClusterQueue", "in-loop")].field == "spec.cohort"
