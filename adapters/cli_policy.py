@@ -76,8 +76,9 @@ def check(paths: tuple[str, ...], fmt: str, strict: bool, limit_seconds: float |
 
     Reports syntax errors and clingo's warnings, predicates read but never defined or used with
     a wrong arity, unsafe variables and forbidden constructs, as file:line:column, and a rule
-    whose grounding exceeds the limits (one that never ends). Prints nothing when all is well;
-    exit code 1 on errors (and on warnings with --strict).
+    whose grounding exceeds the limits (one that never ends). Reads the policy files; writes
+    nothing but its report. Prints nothing when all is well; exit code 1 on errors (and on
+    warnings with --strict).
     """
     try:
         diagnostics = check_policy(paths, limits=_limits(limit_seconds, limit_memory, no_limits))
@@ -128,8 +129,9 @@ def test(paths: tuple[str, ...], policies: tuple[str, ...], pattern: str | None,
          time_budget: float | None, limit_seconds: float | None, limit_memory: int, no_limits: bool) -> None:
     """Run policy tests: YAML files of kind PolicyTest (the built-in suite without PATH).
 
-    PATH is a test file or a directory searched for them. Prints a diff for every failing case
-    and a summary; exit code 1 if a case fails, 2 if one cannot run.
+    PATH is a test file or a directory searched for them. Reads the tests and policy files;
+    writes nothing but its report: a diff for every failing case and a summary; exit code 1 if
+    a case fails, 2 if one cannot run.
     """
     try:
         re.compile(pattern or "")
@@ -199,7 +201,8 @@ def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...
     """Run two policy versions on the same snapshots and list the decisions that change.
 
     Each SNAPSHOT (a file or a directory of YAML/JSON objects) is one cluster state. Both
-    --base and --policy extend the built-in policy, as --policy does for `clueue plan`.
+    --base and --policy extend the built-in policy, as --policy does for `clueue plan`. Reads
+    files only; writes nothing but its report, to standard output.
     """
     try:
         config: Config = load_config(config_path, time_budget=time_budget)

@@ -204,6 +204,8 @@ def test_help_says_what_each_command_reads_and_writes():
     assert "Writes Workloads" in helps["apply"] and "Pods" in helps["apply"] and "Events" in helps["apply"]
     for name in ("snapshot", "crds", "facts", "bench", "bench-compare"):
         assert "standard output" in " ".join(helps[name].split()), name
+    for name in ("check", "test", "diff"):
+        assert "writes nothing but its report" in " ".join(invoke("policy", name, "--help").output.split()), name
     listing = " ".join(invoke("--help").output.split())
     assert "writes nothing" in listing and "write it to the cluster" in listing and "kube" in listing
 
