@@ -200,14 +200,17 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
-                snapshot.notices + built.notices, snapshot.rejected)
+                snapshot.notices + built.notices + units.notices, snapshot.rejected)
 
 
-def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, str]:
+def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, str] | None:
+    """The node labels of every flavor of a pod set; None when two of them set one label apart,
+    so that no node is of all of them."""
     selector: dict[str, str] = {}
     for flavor in sorted(set(flavors.values())):
-        if flavor in snapshot.flavors:
-            selector.update(snapshot.flavors[flavor].node_labels)
+        for k, v in snapshot.flavors[flavor].node_labels.items() if flavor in snapshot.flavors else ():
+            if selector.setdefault(k, v) != v:
+                return None
     return selector
 
 
@@ -215,6 +218,8 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
     out = []
     for a in admission:
         selector = _node_selector(snapshot, a.flavors)
+        if selector is None:  # an admission inferred from pods started elsewhere: nowhere to start the others
+            continue
         for pod in w.pods.get(a.name, ()):
             if ADMISSION_GATE in pod.scheduling_gates and pod.phase not in ("Succeeded", "Failed"):
                 details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector}

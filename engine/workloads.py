@@ -264,19 +264,28 @@ class _Builder:
         return PodSetSpec(name, len(pods), first.requests, first.node_labels, first.tolerations)
 
     def _infer_admission(self, queue_ns: str, queue: str, pod_sets: Mapping[str, list[Pod]]) -> Admission:
-        """Pods that run ungated were admitted before; find which flavors their selectors name."""
+        """Pods that run ungated were admitted before; find which flavors their selectors name.
+
+        Per resource group the pods ask of: the first flavor whose node labels the selector
+        holds, else the first whose labels contradict neither the selector nor the flavors
+        chosen for the other groups (the pods still gated get all of their labels), else the
+        first flavor."""
         lq = self.snap.local_queues.get(f"{queue_ns}/{queue}")
         cq = self.snap.cluster_queues.get(lq.cluster_queue) if lq else None
         assignments = []
         for name, pods in pod_sets.items():
-            selector = pods[0].node_selector if pods else {}
+            selector = dict(pods[0].node_selector) if pods else {}
+            asked = {r for p in pods for r in p.requests}
             flavors: dict[str, str] = {}
             for group in cq.resource_groups if cq else ():
-                names = [fq.flavor for fq in group.flavors]
-                chosen = next((n for n in names if n in self.snap.flavors and all(
-                    selector.get(k) == v for k, v in self.snap.flavors[n].node_labels.items())), names[0] if names else None)
-                if chosen:
-                    flavors.update({r: chosen for r in group.covered})
+                names = [fq.flavor for fq in group.flavors if fq.flavor in self.snap.flavors]
+                if not names or not asked & set(group.covered):
+                    continue
+                labels = {n: self.snap.flavors[n].node_labels for n in names}
+                chosen = next((n for n in names if all(selector.get(k) == v for k, v in labels[n].items())), None) \
+                    or next((n for n in names if all(selector.get(k, v) == v for k, v in labels[n].items())), names[0])
+                selector = {**labels[chosen], **selector}
+                flavors.update({r: chosen for r in group.covered})
             assignments.append(PodSetAdmission(name, flavors, len(pods)))
         return Admission(cq.name if cq else "", tuple(assignments))
 

@@ -1,8 +1,10 @@
 """Workloads built from Pods and Workload objects, as the plain-pods design specifies."""
 
-from clueue.engine import Config, Document, build_snapshot
+from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
 from clueue.engine.workloads import build_workloads
-from tests.builders import flatten, group, namespace, pod, workload
+from tests.builders import (
+    cluster_queue, flatten, flavor, group, local_queue, namespace, pod, resource_group, workload,
+)
 
 
 def build(*objs, **config):
@@ -167,3 +169,20 @@ def test_priority_sources():
     ]
     ws = by_key(build(objs))
     assert [ws[f"default/pod-{n}"].priority for n in "abc"] == [900, 5, 1]
+
+
+def test_an_admission_inferred_from_started_pods_takes_flavors_that_agree():
+    # One pod of the group runs ungated (started before clueue), the other waits at its gate. Of
+    # the gpu flavors, only one is of the nodes the cpu flavor's label names.
+    queues = [flavor("cpu-a", {"pool": "a"}), flavor("gpu-b", {"pool": "b"}), flavor("gpu-a", {"pool": "a"}),
+              cluster_queue("cq", groups=[resource_group({"cpu-a": {"cpu": 8}}),
+                                          resource_group({"gpu-b": {"nvidia.com/gpu": 8}, "gpu-a": {"nvidia.com/gpu": 8}})]),
+              local_queue("cq")]
+    members = group("g", 2, gpu="1")
+    members[0]["spec"].pop("schedulingGates")
+    plan = run_cycle(build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten([queues, members]))]),
+                     load_policy())
+    assert {a.name: dict(a.flavors) for a in plan.workload("default/g").admission}.popitem()[1] == {
+        "cpu": "cpu-a", "nvidia.com/gpu": "gpu-a"}
+    [ungate] = [a for a in plan.actions if a.kind == "ungate"]
+    assert ungate.details["nodeSelector"] == {"pool": "a"}
