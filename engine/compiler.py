@@ -1,9 +1,14 @@
 """The compiler: a snapshot and its workloads in, the facts of facts.py out.
 
-Resource amounts become integers: for each resource, the unit is the largest quantity that
-divides every amount (so ``500m`` and ``2`` CPU become 1 and 4 in units of ``500m``). If the
-sums could overflow clingo's 32-bit integers, the unit grows and amounts are rounded in the
-safe direction (requests up, quotas and limits down), so rounding never over-commits.
+Resource amounts become integers, in units chosen per quota tree (a ClusterQueue without a
+cohort, or a root cohort with everything below it): for each tree and resource, the unit is
+the largest quantity that divides every quota of the tree and every request of the workloads
+queued in it (so ``500m`` and ``2`` CPU become 1 and 4 in units of ``500m``). The policy
+compares amounts only within a tree, so a tree's unit is its own business: a huge quota in one
+tree never coarsens another's. If a tree's quotas and requests, added up, could overflow
+clingo's 32-bit integers, that tree's unit grows and its amounts are rounded in the safe
+direction (requests up, quotas and limits down), so rounding never over-commits; the cycle
+says so in a notice (:attr:`Units.notices`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil, floor, gcd
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
@@ -23,9 +28,25 @@ from .quantity import format_quantity
 from .snapshot import Snapshot
 from .workloads import Workload
 
-__all__ = ["Compiled", "compile_facts"]
+__all__ = ["Compiled", "Units", "compile_facts", "resource_units"]
 
-_MAX_TOTAL = 2**30  # headroom below clingo's 2**31 for sums of sums
+# A tree's quotas and requests, in its unit, add up to less than 2**30: sums of such sums stay
+# below clingo's 2**31, and a draw from a cohort's pool needs bits 0 to 29 (capacity.lp).
+_MAX_TOTAL = 2**30 - 1
+
+
+@dataclass(frozen=True)
+class Units:
+    """The quantity one integer unit stands for, per quota tree and resource."""
+
+    trees: Mapping[Node | None, Mapping[str, Fraction]]  # tree root -> resource -> unit (None: no tree)
+    node_tree: Mapping[Node, Node]  # every node of the quota trees -> the root of its tree
+    queue_tree: Mapping[str, Node]  # "namespace/name" of a LocalQueue -> the tree its ClusterQueue is in
+    notices: tuple[str, ...] = ()  # the trees and resources whose unit rounds amounts
+
+    def of_queue(self, cluster_queue: str | None) -> Mapping[str, Fraction]:
+        """The units of the tree ClusterQueue ``cluster_queue`` is in."""
+        return self.trees.get(self.node_tree.get(Node("cq", cluster_queue or "")), {})
 
 
 @dataclass(frozen=True)
@@ -33,10 +54,11 @@ class Compiled:
     """The facts of one cycle, with what is needed to read the answer back."""
 
     lines: Mapping[str, Sequence[str]]  # predicate -> its facts as ASP text (facts.render_facts)
-    units: Mapping[str, Fraction]  # resource -> the quantity one integer unit stands for
+    units: Units
 
-    def amount(self, resource: str, units: int) -> Fraction:
-        return self.units.get(resource, Fraction(1)) * units
+    def amount(self, cluster_queue: str | None, resource: str, units: int) -> Fraction:
+        """``units`` of ``resource`` in the tree of ``cluster_queue``, as a quantity."""
+        return self.units.of_queue(cluster_queue).get(resource, Fraction(1)) * units
 
 
 class _Facts:
@@ -69,33 +91,83 @@ def _gcd(values: Iterable[Fraction]) -> Fraction:
     return Fraction(nums, dens) if nums else Fraction(1)
 
 
-def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> dict[str, Fraction]:
-    """Per resource, the quantity one integer unit stands for (see the module docstring)."""
-    quotas: dict[str, set[Fraction]] = defaultdict(set)
-    quota_total: dict[str, Fraction] = defaultdict(Fraction)
-    for groups in [cq.resource_groups for cq in snapshot.cluster_queues.values()] + \
-                  [c.resource_groups for c in snapshot.cohorts.values()]:
+def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
+    """Per quota tree and resource, the quantity one integer unit stands for (see the module
+    docstring). A workload counts in the tree of its LocalQueue's ClusterQueue; workloads
+    whose queue is in no tree share units of their own (they are never candidates)."""
+    node_tree = _roots(_tree(snapshot), snapshot)
+    queue_tree = {key: node_tree[Node("cq", lq.cluster_queue)] for key, lq in snapshot.local_queues.items()
+                  if lq.cluster_queue in snapshot.cluster_queues}
+    quotas: dict[tuple[Node | None, str], list[Fraction]] = defaultdict(list)
+    nodes = [(Node("cq", cq.name), cq.resource_groups) for cq in snapshot.cluster_queues.values()] + \
+            [(Node("cohort", c.name), c.resource_groups) for c in snapshot.cohorts.values()]
+    for node, groups in nodes:
         for g in groups:
             for fq in g.flavors:
                 for r, q in fq.resources.items():
-                    for v in (q.nominal, q.borrowing_limit, q.lending_limit):
-                        if v is not None:
-                            quotas[r].add(v)
-                            quota_total[r] += v
-    # Many workloads ask the same: count each (request, pod count) once, then multiply. The
-    # request is counted by numerator and denominator: hashing a Fraction runs Python code.
-    asks: Counter[tuple[str, int, int, int]] = Counter(
-        (r, v.numerator, v.denominator, max(ps.count, 1))
-        for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
-    units = {}
-    for r in sorted(set(quotas) | {r for r, _, _, _ in asks}):
-        mine = [(Fraction(n, d), count, times) for (res, n, d, count), times in asks.items() if res == r]
-        unit = _gcd(quotas[r] | {v for v, _, _ in mine} | {v * count for v, count, _ in mine})
-        total = (quota_total[r] + sum((v * count * times for v, count, times in mine), Fraction(0))) / unit
-        if total > _MAX_TOTAL:
-            unit *= ceil(total / _MAX_TOTAL)
-        units[r] = unit
-    return units
+                    quotas[node_tree[node], r] += [v for v in (q.nominal, q.borrowing_limit, q.lending_limit)
+                                                   if v is not None]
+    # Many workloads ask the same: count each (tree, request, pod count) once, then multiply.
+    # The request is counted by numerator and denominator: hashing a Fraction runs Python code.
+    asks: Counter[tuple[Node | None, str, int, int, int]] = Counter(
+        (tree, r, v.numerator, v.denominator, max(ps.count, 1))
+        for w in workloads for tree in (queue_tree.get(f"{w.namespace}/{w.queue}"),)
+        for ps in w.pod_sets for r, v in ps.requests.items())
+    mine: dict[tuple[Node | None, str], list[tuple[Fraction, int]]] = defaultdict(list)
+    for (tree, r, n, d, count), times in asks.items():
+        mine[tree, r].append((Fraction(n, d), count * times))
+    trees: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
+    notices = []
+    for tree, r in sorted(quotas.keys() | mine.keys(), key=lambda k: (str(k[0]), k[1])):
+        unit, rounds = _unit(quotas.get((tree, r), []), mine.get((tree, r), []))
+        trees[tree][r] = unit
+        if rounds and tree is not None:
+            notices.append(f"{'ClusterQueue' if tree.kind == 'cq' else 'cohort'} {tree.name}: {r} is counted in "
+                           f"units of {format_quantity(unit)} so that the quota tree's amounts fit the solver's "
+                           "integers; its quotas are rounded down and requests up to whole units")
+    return Units(dict(trees), node_tree, queue_tree, tuple(notices))
+
+
+def _unit(quotas: Sequence[Fraction], asks: Sequence[tuple[Fraction, int]]) -> tuple[Fraction, bool]:
+    """The unit of one resource in one tree, and whether it rounds any amount: the largest
+    quantity dividing every quota and request, made as much coarser as the total of quotas and
+    requests (``asks``: request, pods asking it) needs to stay within ``_MAX_TOTAL``."""
+    amounts = [*quotas, *(v for v, _ in asks)]
+    unit = _gcd(amounts)
+
+    def total(unit: Fraction) -> int:
+        return sum(floor(q / unit) for q in quotas) + sum(ceil(v / unit) * pods for v, pods in asks)
+
+    exact = total(unit)
+    if exact <= _MAX_TOTAL:
+        return unit, False
+    # Coarser by a power of two or of ten, whichever is less coarse, so the unit reads well
+    # (a power of two of Mi is a binary quantity, a power of ten of m a decimal one). Requests
+    # rounded up may still add too much: then coarser still, until every request is one unit.
+    scale = _round_scale(-(-exact // _MAX_TOTAL))
+    while total(unit * scale) > _MAX_TOTAL and unit * scale < max(amounts):
+        scale = _round_scale(scale + 1)
+    unit *= scale
+    return unit, any((v / unit).denominator != 1 for v in amounts)
+
+
+def _round_scale(least: int) -> int:
+    """The smallest power of two or of ten not below ``least``."""
+    return min(2 ** (least - 1).bit_length(), 10 ** len(str(least - 1)) if least > 1 else 1)
+
+
+def _roots(parents: Mapping[str, str | None], snapshot: Snapshot) -> dict[Node, Node]:
+    """Every node of the quota trees (cohorts of ``parents``, ClusterQueues) -> its tree's root."""
+    def root(cohort: str) -> Node:
+        while parents.get(cohort):
+            cohort = parents[cohort]  # type: ignore[assignment]  # _tree rejects cycles
+        return Node("cohort", cohort)
+
+    roots = {Node("cohort", c): root(c) for c in parents}
+    for cq in snapshot.cluster_queues.values():
+        node = Node("cq", cq.name)
+        roots[node] = roots[Node("cohort", cq.cohort)] if cq.cohort else node
+    return roots
 
 
 def _tree(snapshot: Snapshot) -> dict[str, str | None]:
@@ -128,22 +200,29 @@ def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
 
 
 def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
-                  units: Mapping[str, Fraction] | None = None, memo: Memo | None = None) -> Compiled:
+                  units: Units | None = None, memo: Memo | None = None) -> Compiled:
     """Emit the facts for one cycle. Finished workloads are left out: they hold no quota.
 
     ``units`` fixes the resource units, so that facts compiled for different subsets of the
     workloads speak the same integers; by default they are computed from ``workloads``. A
     ``memo`` keeps each workload's and ClusterQueue's own facts, as text, for the next
-    compilation that meets the same object with the same units (a controller's cycles meet
-    most of them again).
+    compilation that meets the same object with the same units of its quota tree (a
+    controller's cycles meet most of them again).
     """
     live = sorted((w for w in workloads if not w.finished), key=lambda w: w.key)
-    units = dict(units) if units is not None else resource_units(snapshot, live)
+    units = units if units is not None else resource_units(snapshot, live)
     kept = memo or Memo(remember=False)
     out = _Facts()
 
-    for r, unit in units.items():
-        out.add("resource_unit", r, format_quantity(unit))
+    shared: dict[str, set[Fraction]] = defaultdict(set)
+    for tree, of_tree in units.trees.items():
+        if tree is not None:
+            for r, unit in of_tree.items():
+                out.add("tree_unit", tree, r, format_quantity(unit))
+                shared[r].add(unit)
+    for r, same in shared.items():
+        if len(same) == 1:
+            out.add("resource_unit", r, format_quantity(*same))
     for f in snapshot.flavors.values():
         out.add("flavor", f.name)
         for k, v in f.node_labels.items():
@@ -157,14 +236,15 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
         if parent:
             out.add("queue_parent", Node("cohort", name), Node("cohort", parent))
     for c in snapshot.cohorts.values():
-        _quota_facts(out, Node("cohort", c.name), c.resource_groups, units)
+        node = Node("cohort", c.name)
+        _quota_facts(out, node, c.resource_groups, units.trees.get(units.node_tree[node], {}))
 
     # A ClusterQueue's facts, like a workload's, are kept for the next compilation that meets
-    # the same object: a cycle compiles once per round and again for the explanation.
-    unit_key = tuple(sorted(units.items()))
-    queue_facts = kept.per_object("cq_facts", unit_key, functools.partial(_cluster_queue_facts, units))
+    # the same object with the same units of its tree: a cycle compiles once per round and
+    # again for the explanation, and a change of one tree's units leaves the others' kept.
+    queue_facts = _PerTree(kept, "cq_facts", units, _cluster_queue_facts)
     for cq in snapshot.cluster_queues.values():
-        out.extend(queue_facts(cq))
+        out.extend(queue_facts(units.node_tree[Node("cq", cq.name)])(cq))
     # A namespace matters to a ClusterQueue only through a LocalQueue of that namespace pointing
     # to it, so only those pairs are checked (not every ClusterQueue against every namespace).
     queued = {(w.namespace, w.queue) for w in live}
@@ -179,12 +259,30 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
             out.add("cq_namespace", cq, ns)
 
     # The workload's own facts do not depend on the other workloads; its tie-break does.
-    own = kept.per_object("facts", unit_key, functools.partial(_own_facts, units))
+    own = _PerTree(kept, "facts", units, _own_facts)
     for position, w in enumerate(live):
-        out.extend(own(w))
+        out.extend(own(units.queue_tree.get(f"{w.namespace}/{w.queue}"))(w))
         out.add("workload_tiebreak", w.key, position)
     _eviction_order(out, live)
     return Compiled(dict(out.lines), units)
+
+
+class _PerTree:
+    """Facts derived from one object and the units of its quota tree, kept per tree (Memo.per_object)."""
+
+    def __init__(self, memo: Memo, table: str, units: Units,
+                 derive: Callable[[Mapping[str, Fraction], Any], tuple[tuple[str, str], ...]]) -> None:
+        self.memo, self.table, self.units, self.derive = memo, table, units, derive
+        self.tables: dict[Node | None, Callable[[Any], tuple[tuple[str, str], ...]]] = {}
+
+    def __call__(self, tree: Node | None) -> Callable[[Any], tuple[tuple[str, str], ...]]:
+        """The kept facts of objects in ``tree``, by object."""
+        table = self.tables.get(tree)
+        if table is None:
+            of_tree = self.units.trees.get(tree, {})
+            table = self.tables[tree] = self.memo.per_object(
+                f"{self.table} {tree}", tuple(sorted(of_tree.items())), functools.partial(self.derive, of_tree))
+        return table
 
 
 def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], units: Mapping[str, Fraction]) -> None:

@@ -13,10 +13,9 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
-from .compiler import Compiled, compile_facts, resource_units
+from .compiler import Compiled, Units, compile_facts, resource_units
 from .config import Config
 from .explain import decode_reasons
 from .facts import render_facts
@@ -58,7 +57,7 @@ class _Round:
         return self.proxy.get(key, key)
 
 
-def _round(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], cut: Mapping[str, int],
+def _round(snapshot: Snapshot, selection: Selection, units: Units, cut: Mapping[str, int],
            policy: Policy, deadline: float, memo: Memo) -> _Round:
     solved, beyond = selection.split(cut)
     unsolved = tuple(w.key for w in beyond)
@@ -108,7 +107,7 @@ _EXPLAIN_GRACE_SECONDS = 1.0
 _NOTHING = Decision({}, {}, (), {}, {}, (), SolveStats(optimal=True))
 
 
-def _solve(snapshot: Snapshot, selection: Selection, units: Mapping[str, Fraction], policy: Policy,
+def _solve(snapshot: Snapshot, selection: Selection, units: Units, policy: Policy,
            deadline: float, memo: Memo) -> tuple[_Round, int, frozenset[str]]:
     """Solve longer and longer prefixes of the ranked candidates until no candidate beyond
     the cut could have been admitted, or the budget ends. Returns the last round, the number
@@ -366,7 +365,8 @@ class _FifoHeads:
 
 
 class _AdmittedAhead:
-    """Workloads admitted this cycle, by quota tree and rank, to name who a workload waits behind.
+    """Workloads admitted this cycle (or preempting, to be admitted once their victims are gone),
+    by quota tree and rank, to name who a workload waits behind.
 
     Solved workloads compare by the solver's rank; others (only ever left out of the solve
     under the built-in ordering) by that ordering's key: priority, creation time, name.
@@ -376,6 +376,7 @@ class _AdmittedAhead:
                  workloads: Mapping[str, Workload]) -> None:
         self.rank = rank
         self.workloads = workloads
+        self.preempting = decision.preempting
         self.by_tree: dict[Any, list[tuple[int, str, frozenset[tuple[str, str]], tuple[int, int, str]]]] = {}
         for w, chosen in decision.assignments.items():
             tree = explanation.tree_roots.get(explanation.cluster_queues.get(w, ""))
@@ -413,7 +414,8 @@ class _AdmittedAhead:
     def reason(self, behind: tuple[str, ...]) -> Reason:
         """The WaitsBehind reason naming ``behind``: one object for all who wait behind them."""
         if behind not in self.reasons:
-            self.reasons[behind] = make_reason("WaitsBehind", workloads=list(behind))
+            self.reasons[behind] = make_reason("WaitsBehind", workloads=list(behind),
+                                               preempting=[w for w in behind if w in self.preempting])
         return self.reasons[behind]
 
     def _after_all(self, explainer: str, short: frozenset[tuple[str, str]]) -> tuple[str, ...]:

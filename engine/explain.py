@@ -42,7 +42,8 @@ def decode_reasons(terms: Iterable[Any], compiled: Compiled) -> list[Reason]:
         details = dict(zip(kind.args, term.args))
         for name in _AMOUNTS:
             if name in details:
-                details[name] = format_quantity(compiled.amount(details["resource"], details[name]))
+                details[name] = format_quantity(compiled.amount(details["clusterQueue"], details["resource"],
+                                                                  details[name]))
         if "why" in details:
             details["why"] = _why(details["why"])
         out.append(make_reason(kind.code, **details))

@@ -5,7 +5,7 @@ facts reference (``clueue facts --reference``) is generated from it, ``#defined`
 optional inputs are generated from it, and the compiler can only emit predicates declared here.
 
 Argument types: ``str`` is a quoted string, ``int`` an integer (resource amounts are integers
-in the resource's unit, see ``resource_unit/2``), ``node`` a term ``cq("name")`` or
+in the unit of the resource in its quota tree, see ``tree_unit/3``), ``node`` a term ``cq("name")`` or
 ``cohort("name")``.
 """
 
@@ -136,8 +136,14 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("admitted_count(W,PS,N)", "str str int",
        "N pods of admitted pod set PS hold quota (succeeded pods are reclaimable and excluded).",
        'admitted_count("research/serve","main",2).'),
-    _p("resource_unit(R,Unit)", "str str", "Amounts of resource R are integers in Unit (a Kubernetes quantity).",
-       'resource_unit("memory","1Gi").'),
+    _p("resource_unit(R,Unit)", "str str",
+       "Every quota tree counts resource R in Unit (a Kubernetes quantity); absent when trees count R in "
+       "different units (see tree_unit/3).", 'resource_unit("memory","1Gi").'),
+    _p("tree_unit(T,R,Unit)", "node str str",
+       "Amounts of resource R in the quota tree rooted at T (quotas of its nodes, requests of the workloads "
+       "queued in it) are integers in Unit (a Kubernetes quantity). Each tree has units of its own: compare "
+       "amounts only within one tree.",
+       'tree_unit(cohort("eng"),"memory","1Gi").'),
 )}
 
 
