@@ -67,8 +67,10 @@ _KINDS = (
                "{{unusedNominal}} free in its nominal quota{% if lent != '0' %} (another {{lent}} is lent to other queues){% endif %}, "
                "{{borrowable}} can be borrowed, so it is {{short}} short"),
     # Made by the engine
-    ReasonKind("WaitsBehind", None, ("workloads",),
-               "waits behind higher-ranked workloads admitted first: {{workloads|join(', ')}}"),
+    ReasonKind("WaitsBehind", None, ("workloads", "preempting"),
+               "waits behind higher-ranked workloads {% if preempting %}given the quota first (admitted, or "
+               "preempting to be admitted: {{preempting|join(', ')}}){% else %}admitted first{% endif %}: "
+               "{{workloads|join(', ')}}"),
     ReasonKind("StrictFIFOBlocked", None, ("head",),
                "StrictFIFO: waits until {{head}}, ranked before it in the same ClusterQueue, is admitted"),
     ReasonKind("NoCombinedFit", None, (),

@@ -272,3 +272,20 @@ def test_huge_quantities_coarsen_safely_and_never_overcommit():
     pods = [pod(f"p{i}", cpu=None, memory=str(2**40 + 1), minute=i) for i in range(3)]
     plan = run(objs, pods)
     assert [states(plan)[f"default/pod-p{i}"] for i in range(3)] == ["admitted", "admitted", "pending"]
+
+
+def test_a_workload_behind_a_preemptor_is_not_told_the_preemptor_was_admitted():
+    plan = run(one_queue(4, preemption={"withinClusterQueue": "LowerPriority"}),
+               workload("low", cpu="4", priority=0, admitted_in=("cq", "default")),
+               workload("high", cpu="4", priority=100, minute=1), workload("mid", cpu="1", priority=50, minute=2))
+    assert plan.workload("default/high").state == "pending"
+    behind = reason(plan, "default/mid", "WaitsBehind")
+    assert behind.details == {"workloads": ["default/high"], "preempting": ["default/high"]}
+    assert "admitted first" not in behind.message and "preempting to be admitted: default/high" in behind.message
+
+
+def test_a_workload_behind_admitted_ones_is_told_so():
+    behind = reason(run(one_queue(3), pod("big", cpu=2, minute=0), pod("next", cpu=3, minute=1)),
+                    "default/pod-next", "WaitsBehind")
+    assert behind.details == {"workloads": ["default/pod-big"], "preempting": []}
+    assert behind.message == "waits behind higher-ranked workloads admitted first: default/pod-big"

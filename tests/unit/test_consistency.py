@@ -41,7 +41,7 @@ def test_recorded_flavors_must_match_the_plans():
 def test_the_digest_follows_codes_and_data_but_not_whom_it_waited_behind():
     short = make_reason("InsufficientQuota", clusterQueue="cq", flavor="f", resource="cpu", need="1",
                         unusedNominal="0", lent="0", borrowable="0", short="1")
-    behind = make_reason("WaitsBehind", workloads=["ns/a"])
+    behind = make_reason("WaitsBehind", workloads=["ns/a"], preempting=[])
     assert reasons_digest([short, behind]) == reasons_digest([short])
     shorter = make_reason("InsufficientQuota", clusterQueue="cq", flavor="f", resource="cpu", need="2",
                           unusedNominal="0", lent="0", borrowable="0", short="2")
