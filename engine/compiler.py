@@ -107,15 +107,14 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
                 for r, q in fq.resources.items():
                     quotas[node_tree[node], r] += [v for v in (q.nominal, q.borrowing_limit, q.lending_limit)
                                                    if v is not None]
-    # Many workloads ask the same: count each (tree, request, pod count) once, then multiply.
+    # Many workloads ask the same: count each (queue, request, pod count) once, then multiply.
     # The request is counted by numerator and denominator: hashing a Fraction runs Python code.
-    asks: Counter[tuple[Node | None, str, int, int, int]] = Counter(
-        (tree, r, v.numerator, v.denominator, max(ps.count, 1))
-        for w in workloads for tree in (queue_tree.get(f"{w.namespace}/{w.queue}"),)
-        for ps in w.pod_sets for r, v in ps.requests.items())
+    asks: Counter[tuple[str, str, str, int, int, int]] = Counter(
+        (w.namespace, w.queue, r, v.numerator, v.denominator, max(ps.count, 1))
+        for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
     mine: dict[tuple[Node | None, str], list[tuple[Fraction, int]]] = defaultdict(list)
-    for (tree, r, n, d, count), times in asks.items():
-        mine[tree, r].append((Fraction(n, d), count * times))
+    for (ns, queue, r, n, d, count), times in asks.items():
+        mine[queue_tree.get(f"{ns}/{queue}"), r].append((Fraction(n, d), count * times))
     trees: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
     notices = []
     for tree, r in sorted(quotas.keys() | mine.keys(), key=lambda k: (str(k[0]), k[1])):
