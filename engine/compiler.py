@@ -48,6 +48,13 @@ class Units:
         """The units of the tree ClusterQueue ``cluster_queue`` is in."""
         return self.trees.get(self.node_tree.get(Node("cq", cluster_queue or "")), {})
 
+    def tree(self, namespace: str, queue: str, admitted_in: str) -> Node | None:
+        """The tree whose quota a workload counts in: that of the ClusterQueue its admission
+        names (``admitted_in``, "" when not admitted), else that of its LocalQueue's."""
+        if admitted_in:
+            return self.node_tree.get(Node("cq", admitted_in))
+        return self.queue_tree.get(f"{namespace}/{queue}")
+
 
 @dataclass(frozen=True)
 class Compiled:
@@ -109,12 +116,13 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
                                                    if v is not None]
     # Many workloads ask the same: count each (queue, request, pod count) once, then multiply.
     # The request is counted by numerator and denominator: hashing a Fraction runs Python code.
-    asks: Counter[tuple[str, str, str, int, int, int]] = Counter(
-        (w.namespace, w.queue, r, v.numerator, v.denominator, max(ps.count, 1))
+    asks: Counter[tuple[str, str, str, str, int, int, int]] = Counter(
+        (w.namespace, w.queue, _admitted_in(w), r, v.numerator, v.denominator, max(ps.count, 1))
         for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
+    located = Units({}, node_tree, queue_tree)
     mine: dict[tuple[Node | None, str], list[tuple[Fraction, int]]] = defaultdict(list)
-    for (ns, queue, r, n, d, count), times in asks.items():
-        mine[queue_tree.get(f"{ns}/{queue}"), r].append((Fraction(n, d), count * times))
+    for (ns, queue, admitted_in, r, n, d, count), times in asks.items():
+        mine[located.tree(ns, queue, admitted_in), r].append((Fraction(n, d), count * times))
     trees: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
     notices = []
     for tree, r in sorted(quotas.keys() | mine.keys(), key=lambda k: (str(k[0]), k[1])):
@@ -125,6 +133,11 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
                            f"units of {format_quantity(unit)} so that the quota tree's amounts fit the solver's "
                            "integers; its quotas are rounded down and requests up to whole units")
     return Units(dict(trees), node_tree, queue_tree, tuple(notices))
+
+
+def _admitted_in(w: Workload) -> str:
+    """The ClusterQueue ``w``'s admission names ("" when it is not admitted)."""
+    return w.admission.cluster_queue if w.admission is not None else ""
 
 
 def _unit(quotas: Sequence[Fraction], asks: Sequence[tuple[Fraction, int]]) -> tuple[Fraction, bool]:
@@ -260,7 +273,7 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     # The workload's own facts do not depend on the other workloads; its tie-break does.
     own = _PerTree(kept, "facts", units, _own_facts)
     for position, w in enumerate(live):
-        out.extend(own(units.queue_tree.get(f"{w.namespace}/{w.queue}"))(w))
+        out.extend(own(units.tree(w.namespace, w.queue, _admitted_in(w)))(w))
         out.add("workload_tiebreak", w.key, position)
     _eviction_order(out, live)
     return Compiled(dict(out.lines), units)
@@ -368,6 +381,8 @@ def _workload_facts(out: _Facts, w: Workload, units: Mapping[str, Fraction]) -> 
             out.add("pod_set_toleration", k, ps.name, t.key, t.operator, t.value, t.effect)
     if w.admission is not None:
         out.add("admitted", k)
+        if w.admission.cluster_queue:
+            out.add("admitted_cq", k, w.admission.cluster_queue)
         for a in w.admission.pod_sets:
             for r, f in a.flavors.items():
                 out.add("admitted_flavor", k, a.name, r, f)

@@ -128,6 +128,9 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "Pods of PS tolerate taints matching Key/Op/Value/Effect ('' key with Exists: every key; '' effect: every effect).",
        'pod_set_toleration("research/train","workers","spot","Exists","","NoSchedule").'),
     _p("admitted(W)", "str", "W was admitted before this cycle and keeps its quota.", 'admitted("research/serve").'),
+    _p("admitted_cq(W,Q)", "str str",
+       "Admitted W holds its quota in ClusterQueue Q, the one its admission names (status.admission.clusterQueue), "
+       "wherever its LocalQueue points now.", 'admitted_cq("research/serve","research").'),
     _p("eviction_order(Q,W,N)", "str str int",
        "Admitted W is the N-th (from 0) workload of ClusterQueue Q that preemption takes: "
        "lower priority first, then the newest, then by name.", 'eviction_order("team-a","research/serve",0).'),

@@ -421,6 +421,12 @@ def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, di
             for tree, all_needs in needs_of.items()}
 
 
+def _holding_queue(w: Workload, queues: Mapping[str, str]) -> str:
+    """The ClusterQueue whose quota ``w`` holds: its admission's (as eligibility.lp's
+    ``workload_cq/2`` counts it), else the one its LocalQueue points to."""
+    return (w.admission.cluster_queue if w.admission is not None else "") or queues.get(f"{w.namespace}/{w.queue}", "")
+
+
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],
           quotas: Mapping[str, Mapping[tuple[str, str], Fraction]],
           held: Callable[[Workload], Mapping[tuple[str, str], Fraction]]) -> dict[str, dict[str, Fraction]]:
@@ -429,7 +435,7 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
     leaves nothing, and takes nothing from the others. ``held`` is :func:`_held_in`."""
     left = {tree: dict(q) for tree, q in quotas.items()}
     for w in fixed:
-        tree = tree_of.get(queues.get(f"{w.namespace}/{w.queue}", ""))
+        tree = tree_of.get(_holding_queue(w, queues))
         if w.admission is None or w.finished or tree not in left:
             continue
         for key, v in held(w).items():
@@ -461,7 +467,7 @@ class _Preemptors:
         # queue -> its nominal quota less what it holds (only where some queue reclaims)
         self.unused = {name: _nominal_in(cq.resource_groups) for name, cq in cqs.items()} if self.reclaim else {}
         for w in fixed:
-            cq = queues.get(f"{w.namespace}/{w.queue}", "")
+            cq = _holding_queue(w, queues)
             if w.admission is not None and not w.finished and cq in cqs and (cq in self.within or self.reclaim):
                 self.admitted[cq].append(w)
                 for k, v in held(w).items() if self.reclaim else ():

@@ -289,3 +289,15 @@ def test_a_workload_behind_admitted_ones_is_told_so():
                     "default/pod-next", "WaitsBehind")
     assert behind.details == {"workloads": ["default/pod-big"], "preempting": []}
     assert behind.message == "waits behind higher-ranked workloads admitted first: default/pod-big"
+
+
+@pytest.mark.parametrize("local_queues", [
+    pytest.param([local_queue("b", name="main"), local_queue("a", name="qa")], id="its LocalQueue points elsewhere now"),
+    pytest.param([local_queue("a", name="qa")], id="its LocalQueue is gone"),
+])
+def test_an_admitted_workload_holds_quota_in_the_cluster_queue_of_its_admission(local_queues):
+    queues = [flavor("default"), cluster_queue("a", {"default": {"cpu": 4}}), cluster_queue("b", {"default": {"cpu": 4}})]
+    plan = run(queues, local_queues, workload("old", cpu="4", admitted_in=("a", "default")),
+               workload("new", cpu="1", queue="qa", minute=1))
+    assert states(plan)["default/new"] == "pending"
+    assert reason(plan, "default/new", "InsufficientQuota").details["clusterQueue"] == "a"
