@@ -480,3 +480,22 @@ def policy_files(draw: Callable[[st.SearchStrategy[Any]], Any]) -> dict[str, str
     statements = draw(st.lists(policy_statement(), min_size=1, max_size=4))
     name = draw(st.sampled_from(["fuzz.lp"] * 6 + ["objective.lp", "ordering.lp", "explain.lp"]))
     return {name: "\n".join(statements) + "\n"}
+
+
+@st.composite
+def successive_snapshots(draw: Callable[[st.SearchStrategy[Any]], Any]) -> list[list[dict[str, Any]]]:
+    """Two to four snapshots of one cluster, as a controller sees it cycle after cycle: the same
+    queues and quotas, some workloads and pods staying, others arriving (whose names may join
+    the pod groups of earlier ones)."""
+    first = draw(snapshots(odd=False))
+    config = [d for d in first if d["kind"] not in ("Workload", "Pod")]
+    objects = [d for d in first if d["kind"] in ("Workload", "Pod")]
+    cycles = [first]
+    for i in range(draw(st.integers(1, 3))):
+        arriving = [d for d in draw(snapshots(odd=False)) if d["kind"] in ("Workload", "Pod")]
+        for d in arriving:
+            d["metadata"]["name"] += f"-c{i}"
+            d["metadata"]["uid"] = f"uid-{i}-{d['metadata']['name']}"
+        objects = [o for o in objects if draw(st.booleans())] + arriving
+        cycles.append(config + copy.deepcopy(objects))
+    return cycles
