@@ -14,7 +14,9 @@ What they assert, for every generated input (``properties.py``):
 ``test_snapshots.py`` generates snapshots (``strategies.py``: raw documents of every kind clueue
 reads, mostly valid, some with odd quantities, wrong types and missing references);
 ``test_policies.py`` generates user policy files and runs them as ``clueue plan --policy`` does;
-``test_corpus.py`` replays every failure found so far (``corpus/``).
+``test_session.py`` checks that a ``Session`` over successive snapshots of one cluster decides
+each cycle as ``run_cycle`` does; ``test_corpus.py`` replays every failure found so far
+(``corpus/``).
 
 Budget: the default Hypothesis profile ``ci`` is deterministic (``derandomize``) with a fixed
 number of examples, about a minute on a 2-core machine. ``HYPOTHESIS_PROFILE=long`` searches

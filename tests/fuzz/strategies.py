@@ -53,8 +53,8 @@ ODD_QUANTITIES: tuple[Any, ...] = (
     "abc", "", True, None, [], {},
 )
 # Values of another type than expected, for any field.
-ODD_VALUES: tuple[Any, ...] = ("x", 7, -1, 1.5, True, None, [], {}, [1], ["x"], {"a": 1}, [{}],
-                               datetime(1, 1, 1), date(1, 1, 1), "1e400", 2**70)
+ODD_VALUES: tuple[Any, ...] = ("x", 7, -1, 1.5, True, None, [], {}, [1], ["x"], {"a": 1}, {1: "x"}, [{}],
+                               datetime(1, 1, 1), date(1, 1, 1), "1e400", 2**70, "[{name: main, count: 1")
 # Names that might not resolve, or are odd as names.
 ODD_NAMES: tuple[Any, ...] = ("missing", "", "UPPER", "a" * 300, 'quote"d', "back\\slash", "new\nline", 5)
 
