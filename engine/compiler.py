@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from math import ceil, floor, gcd
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -43,6 +43,9 @@ class Units:
     node_tree: Mapping[Node, Node]  # every node of the quota trees -> the root of its tree
     queue_tree: Mapping[str, Node]  # "namespace/name" of a LocalQueue -> the tree its ClusterQueue is in
     notices: tuple[str, ...] = ()  # the trees and resources whose unit rounds amounts
+    # tree -> resource -> the most a quota or limit counts as: what all the tree's workloads ask
+    # together, where counting more would coarsen the unit (see resource_units)
+    caps: Mapping[Node | None, Mapping[str, Fraction]] = field(default_factory=dict)
 
     def of_queue(self, cluster_queue: str | None) -> Mapping[str, Fraction]:
         """The units of the tree ClusterQueue ``cluster_queue`` is in."""
@@ -124,15 +127,29 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     for (ns, queue, admitted_in, r, n, d, count), times in asks.items():
         mine[located.tree(ns, queue, admitted_in), r].append((Fraction(n, d), count * times))
     trees: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
+    caps: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
     notices = []
     for tree, r in sorted(quotas.keys() | mine.keys(), key=lambda k: (str(k[0]), k[1])):
-        unit, rounds = _unit(quotas.get((tree, r), []), mine.get((tree, r), []))
+        amounts, asks = quotas.get((tree, r), []), mine.get((tree, r), [])
+        unit, rounds = _unit(amounts, asks)
+        if rounds:
+            # No usage of the tree can exceed what all its workloads ask together, so a quota or
+            # limit beyond that decides nothing more than that amount: counted so, a huge quota
+            # (1e12 cpu) does not coarsen the unit of the small quotas beside it.
+            demand = sum((v * pods for v, pods in asks), Fraction(0))
+            unit, rounds = _unit([min(q, demand) for q in amounts], asks)
+            caps[tree][r] = demand
+            what = "ClusterQueue" if tree is not None and tree.kind == "cq" else "cohort"
+            if tree is not None:
+                notices.append(f"{what} {tree.name}: quotas of {r} above what its workloads ask together "
+                               f"({format_quantity(demand)}) count as that much, so that its amounts fit the "
+                               "solver's integers; reasons show them so")
         trees[tree][r] = unit
         if rounds and tree is not None:
             notices.append(f"{'ClusterQueue' if tree.kind == 'cq' else 'cohort'} {tree.name}: {r} is counted in "
                            f"units of {format_quantity(unit)} so that the quota tree's amounts fit the solver's "
                            "integers; its quotas are rounded down and requests up to whole units")
-    return Units(dict(trees), node_tree, queue_tree, tuple(notices))
+    return Units(dict(trees), node_tree, queue_tree, tuple(notices), dict(caps))
 
 
 def _admitted_in(w: Workload) -> str:
@@ -249,7 +266,8 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
             out.add("queue_parent", Node("cohort", name), Node("cohort", parent))
     for c in snapshot.cohorts.values():
         node = Node("cohort", c.name)
-        _quota_facts(out, node, c.resource_groups, units.trees.get(units.node_tree[node], {}))
+        tree = units.node_tree[node]
+        _quota_facts(out, node, c.resource_groups, units.trees.get(tree, {}), units.caps.get(tree, {}))
 
     # A ClusterQueue's facts, like a workload's, are kept for the next compilation that meets
     # the same object with the same units of its tree: a cycle compiles once per round and
@@ -283,7 +301,8 @@ class _PerTree:
     """Facts derived from one object and the units of its quota tree, kept per tree (Memo.per_object)."""
 
     def __init__(self, memo: Memo, table: str, units: Units,
-                 derive: Callable[[Mapping[str, Fraction], Any], tuple[tuple[str, str], ...]]) -> None:
+                 derive: Callable[[Mapping[str, Fraction], Mapping[str, Fraction], Any], tuple[tuple[str, str], ...]]
+                 ) -> None:
         self.memo, self.table, self.units, self.derive = memo, table, units, derive
         self.tables: dict[Node | None, Callable[[Any], tuple[tuple[str, str], ...]]] = {}
 
@@ -291,15 +310,17 @@ class _PerTree:
         """The kept facts of objects in ``tree``, by object."""
         table = self.tables.get(tree)
         if table is None:
-            of_tree = self.units.trees.get(tree, {})
+            of_tree, caps = self.units.trees.get(tree, {}), self.units.caps.get(tree, {})
             table = self.tables[tree] = self.memo.per_object(
-                f"{self.table} {tree}", tuple(sorted(of_tree.items())), functools.partial(self.derive, of_tree))
+                f"{self.table} {tree}", (tuple(sorted(of_tree.items())), tuple(sorted(caps.items()))),
+                functools.partial(self.derive, of_tree, caps))
         return table
 
 
-def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], units: Mapping[str, Fraction]) -> None:
+def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], units: Mapping[str, Fraction],
+                 caps: Mapping[str, Fraction]) -> None:
     def down(resource: str, value: Fraction) -> int:  # quotas: round down, never over-commit
-        return floor(value / units[resource])
+        return floor(min(value, caps.get(resource, value)) / units[resource])
 
     for g in groups:
         for fq in g.flavors:
@@ -312,8 +333,9 @@ def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], uni
                     out.add("lending_limit", node, fq.flavor, r, down(r, q.lending_limit))
 
 
-def _cluster_queue_facts(units: Mapping[str, Fraction], cq: ClusterQueue) -> tuple[tuple[str, str], ...]:
-    """The facts of ``cq`` (and the units), as (predicate, text) pairs."""
+def _cluster_queue_facts(units: Mapping[str, Fraction], caps: Mapping[str, Fraction],
+                         cq: ClusterQueue) -> tuple[tuple[str, str], ...]:
+    """The facts of ``cq`` (and the units and caps of its tree), as (predicate, text) pairs."""
     out = _Facts()
     out.add("cluster_queue", cq.name)
     if cq.stopped:
@@ -337,7 +359,7 @@ def _cluster_queue_facts(units: Mapping[str, Fraction], cq: ClusterQueue) -> tup
             out.add("cq_resource", cq.name, gi, r)
         for pos, fq in enumerate(g.flavors):
             out.add("cq_flavor", cq.name, gi, fq.flavor, pos)
-    _quota_facts(out, node, cq.resource_groups, units)
+    _quota_facts(out, node, cq.resource_groups, units, caps)
     return out.pairs()
 
 
@@ -354,8 +376,9 @@ def _eviction_order(out: _Facts, live: Sequence[Workload]) -> None:
             out.add("eviction_order", cq, w.key, n)
 
 
-def _own_facts(units: Mapping[str, Fraction], w: Workload) -> tuple[tuple[str, str], ...]:
-    """The facts of ``w`` that depend on it alone (and the units), as (predicate, text) pairs."""
+def _own_facts(units: Mapping[str, Fraction], caps: Mapping[str, Fraction], w: Workload) -> tuple[tuple[str, str], ...]:
+    """The facts of ``w`` that depend on it alone (and the units), as (predicate, text) pairs;
+    ``caps`` bound quotas, never requests."""
     out = _Facts()
     _workload_facts(out, w, units)
     return out.pairs()

@@ -18,6 +18,10 @@ from clueue.engine.memo import Memo
 from clueue.engine.workloads import build_workloads
 from tests.builders import cluster_queue, flatten, flavor, local_queue, namespace, pod, quota, run, states, workload
 
+
+def reason(plan, name, code):
+    return next(r for r in plan.workload(name).reasons if r.code == code)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -47,10 +51,26 @@ def test_a_huge_quota_in_one_tree_leaves_the_other_trees_quota_and_plan_unchange
     assert not any("small" in n for n in plan.notices)
 
 
-def test_a_unit_that_rounds_says_so_and_rounds_requests_up_and_quotas_down():
-    objs = two_trees("1000000000001", big_request="1500m")
+def test_a_huge_quota_beside_small_ones_in_a_cohort_counts_as_what_is_asked():
+    # One cohort: a ClusterQueue with 1e12 cpu that lends none of it, and one with 4 cpu. A unit
+    # coarse enough for 1e12 would round the small quota to 0 and admit nothing there.
+    objs = [flavor("od"), cluster_queue("big", {"od": {"cpu": {"nominalQuota": "1e12", "lendingLimit": 0}}},
+                                        cohort="eng"),
+            cluster_queue("small", {"od": {"cpu": 4}}, cohort="eng"), local_queue("small"),
+            [workload(f"w{i}", cpu="1", minute=i) for i in range(5)]]
     plan = run(objs)
-    [notice] = [n for n in plan.notices if "ClusterQueue big" in n]
+    assert sorted(states(plan).values()) == ["admitted"] * 4 + ["pending"]
+    [notice] = [n for n in plan.notices if "cohort eng" in n]
+    assert "above what its workloads ask together (5)" in notice
+    assert reason(plan, "default/w4", "InsufficientQuota").details["short"] == "1"
+
+
+def test_a_unit_that_rounds_says_so_and_rounds_requests_up_and_quotas_down():
+    # What is asked is itself beyond the solver's integers at its finest unit (1m), beside a
+    # small request: no unit counts both exactly.
+    objs = [two_trees("4", big_request="1000000000000500m"), workload("also", ns="a", cpu="1", minute=5)]
+    plan = run(objs)
+    [notice] = [n for n in plan.notices if "ClusterQueue big" in n and "counted in units" in n]
     assert "cpu is counted in units of" in notice and "rounded down" in notice
     snap = snapshot(objs)
     built = build_workloads(snap, Config()).workloads
@@ -59,9 +79,9 @@ def test_a_unit_that_rounds_says_so_and_rounds_requests_up_and_quotas_down():
     assert unit > 1
     facts = render_facts(compile_facts(snap, built, units).lines)
     [quota_fact] = [line for line in facts.splitlines() if line.startswith('quota(cq("big")')]
-    assert int(quota_fact.rstrip(").").rsplit(",", 1)[1]) * unit <= 1000000000001
+    assert int(quota_fact.rstrip(").").rsplit(",", 1)[1]) * unit <= 4
     [request] = [line for line in facts.splitlines() if line.startswith('pod_request("a/in-big"')]
-    assert int(request.rstrip(").").rsplit(",", 1)[1]) * unit >= Fraction(3, 2)
+    assert int(request.rstrip(").").rsplit(",", 1)[1]) * unit >= Fraction(1000000000000500, 1000)
 
 
 def test_every_tree_stays_within_the_solvers_integers_after_rounding_up():
@@ -158,7 +178,7 @@ def test_a_new_request_in_one_tree_keeps_the_facts_kept_for_the_other_trees(monk
     from clueue.engine import compiler
     derived = []
     real = compiler._own_facts
-    monkeypatch.setattr(compiler, "_own_facts", lambda units, w: derived.append(w.key) or real(units, w))
+    monkeypatch.setattr(compiler, "_own_facts", lambda units, caps, w: derived.append(w.key) or real(units, caps, w))
     before = snapshot(two_trees(16))
     half = snapshot(workload("half", ns="a", cpu="500m")).workloads
     after = replace(before, workloads={**before.workloads, **half})
