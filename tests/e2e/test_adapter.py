@@ -172,13 +172,19 @@ def test_apply_admits_ungates_and_records(api):
            {(e.involved_object.kind, e.involved_object.name, e.reason) for e in events}
 
 
+def _admitted_gang(api, *, cpu):
+    """A namespace with 4 cpu of quota and the pod group ``gang`` of two pods, applied: admitted."""
+    ns = queue_setup(api, tag(), nominal=4)
+    for i in range(2):
+        create(api, gated_pod(ns, f"gang-{i}", cpu=cpu, group="gang", total=2))
+    assert not apply_plan(api, cycle(api)).errors
+    return ns
+
+
 def test_an_ungated_group_keeps_holding_its_quota(api):
     # Ungating adds the flavor's node labels to pods whose role hash covers their nodeSelector:
     # the group must still be counted against its admitted pod set afterwards.
-    ns = queue_setup(api, tag(), nominal=4)
-    for i in range(2):
-        create(api, gated_pod(ns, f"gang-{i}", cpu="2", group="gang", total=2))
-    assert not apply_plan(api, cycle(api)).errors
+    ns = _admitted_gang(api, cpu="2")
     core = client.CoreV1Api(api)
     pod_set = workload_object(api, ns, "gang")["status"]["admission"]["podSetAssignments"][0]["name"]
     for i in range(2):
@@ -239,10 +245,7 @@ def test_a_pod_groups_workload_follows_its_pods_until_admitted(api):
 
 
 def test_an_admitted_workload_gets_owner_references_for_all_its_pods(api):
-    ns = queue_setup(api, tag(), nominal=4)
-    for i in range(2):
-        create(api, gated_pod(ns, f"gang-{i}", cpu="1", group="gang", total=2))
-    assert not apply_plan(api, cycle(api)).errors
+    ns = _admitted_gang(api, cpu="1")
     objects = client.CustomObjectsApi(api)
     gang = workload_object(api, ns, "gang")
     gang["metadata"]["ownerReferences"] = gang["metadata"]["ownerReferences"][:1]  # as an older clueue left it
