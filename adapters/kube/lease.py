@@ -45,6 +45,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import AdapterError
 
+from .errors import describe, server_of
 from .retry import call, is_transient, missing_is_none
 
 __all__ = ["DeciderLease", "LeaseHeld", "LeaseLost", "LEASE_NAME", "DURATION_S"]
@@ -78,6 +79,7 @@ class DeciderLease:
         self._lease: client.V1Lease | None = None  # the record as we last wrote it
         self._renewed_at = 0.0  # monotonic time at which the last successful write was sent
         self._lost = ""  # why the lease is lost, once it is
+        self._failing = ""  # why the last renewal failed, if it did: the cause a lost lease names
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -158,8 +160,11 @@ class DeciderLease:
         while not self._stop.wait(self.duration / 3):
             try:
                 self.renew()
-            except Exception:  # noqa: BLE001 - any failure (API, connection) is retried next time, and
-                pass  # fence() stops the writes once the last renewal is too old
+                self._failing = ""
+            except Exception as e:  # noqa: BLE001 - any failure (API, connection) is retried next time, and
+                # fence() stops the writes once the last renewal is too old, naming this cause
+                doing = f"renewing Lease {self.namespace}/{self.name}"
+                self._failing = str(describe(e, doing, server_of(self.api.api_client)))
             if self._lost:
                 return
 
@@ -192,8 +197,9 @@ class DeciderLease:
             raise LeaseLost(f"{self._lost}; stopped writing")
         age = time.monotonic() - self._renewed_at
         if age > self.duration * 2 / 3:
-            raise LeaseLost(f"Lease {self.namespace}/{self.name} was not renewed for {age:.1f} s (of {self.duration} s); "
-                            "stopped writing before another decider may take it over")
+            cause = f" ({self._failing})" if self._failing else ""
+            raise LeaseLost(f"Lease {self.namespace}/{self.name} was not renewed for {age:.1f} s (of {self.duration} s)"
+                            f"{cause}; stopped writing before another decider may take it over")
 
     # -- releasing it -----------------------------------------------------------------------
     def release(self) -> None:
