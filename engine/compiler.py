@@ -17,14 +17,14 @@ import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
-from math import ceil, floor, gcd
+from math import ceil, floor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
 from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, ResourceGroup
-from .quantity import format_quantity
+from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .workloads import Workload
 
@@ -43,9 +43,10 @@ class Units:
     node_tree: Mapping[Node, Node]  # every node of the quota trees -> the root of its tree
     queue_tree: Mapping[str, Node]  # "namespace/name" of a LocalQueue -> the tree its ClusterQueue is in
     notices: tuple[str, ...] = ()  # the trees and resources whose unit rounds amounts
-    # tree -> resource -> the most a quota or limit counts as: what all the tree's workloads ask
-    # together, where counting more would coarsen the unit (see resource_units)
-    caps: Mapping[Node | None, Mapping[str, Fraction]] = field(default_factory=dict)
+    # tree -> resource -> (amount, units): a quota or limit of at least the amount, what all the
+    # tree's workloads ask together, counts as the units they ask in all, rounded up as the facts
+    # round them, where counting more would coarsen the unit (see resource_units)
+    caps: Mapping[Node | None, Mapping[str, tuple[Fraction, int]]] = field(default_factory=dict)
 
     def of_queue(self, cluster_queue: str | None) -> Mapping[str, Fraction]:
         """The units of the tree ClusterQueue ``cluster_queue`` is in."""
@@ -92,15 +93,6 @@ class _Facts:
         return tuple((p, text) for p, texts in self.lines.items() for text in texts)
 
 
-def _gcd(values: Iterable[Fraction]) -> Fraction:
-    nums, dens = 0, 1
-    for v in values:
-        if v:
-            nums = gcd(nums, v.numerator)
-            dens = dens * v.denominator // gcd(dens, v.denominator)
-    return Fraction(nums, dens) if nums else Fraction(1)
-
-
 def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     """Per quota tree and resource, the quantity one integer unit stands for (see the module
     docstring). A workload counts in the tree of its LocalQueue's ClusterQueue; workloads
@@ -121,13 +113,13 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     # The request is counted by numerator and denominator: hashing a Fraction runs Python code.
     asks: Counter[tuple[str, str, str, str, int, int, int]] = Counter(
         (w.namespace, w.queue, _admitted_in(w), r, v.numerator, v.denominator, max(ps.count, 1))
-        for w in workloads for ps in w.pod_sets for r, v in ps.requests.items())
+        for w in workloads if not _beyond(w) for ps in w.pod_sets for r, v in ps.requests.items())
     located = Units({}, node_tree, queue_tree)
     mine: dict[tuple[Node | None, str], list[tuple[Fraction, int]]] = defaultdict(list)
     for (ns, queue, admitted_in, r, n, d, count), times in asks.items():
         mine[located.tree(ns, queue, admitted_in), r].append((Fraction(n, d), count * times))
     trees: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
-    caps: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
+    caps: dict[Node | None, dict[str, tuple[Fraction, int]]] = defaultdict(dict)
     notices = []
     for tree, r in sorted(quotas.keys() | mine.keys(), key=lambda k: (str(k[0]), k[1])):
         amounts, asks = quotas.get((tree, r), []), mine.get((tree, r), [])
@@ -138,7 +130,7 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
             # (1e12 cpu) does not coarsen the unit of the small quotas beside it.
             demand = sum((v * pods for v, pods in asks), Fraction(0))
             unit, rounds = _unit([min(q, demand) for q in amounts], asks)
-            caps[tree][r] = demand
+            caps[tree][r] = (demand, sum(ceil(v / unit) * pods for v, pods in asks))
             what = "ClusterQueue" if tree is not None and tree.kind == "cq" else "cohort"
             if tree is not None:
                 notices.append(f"{what} {tree.name}: quotas of {r} above what its workloads ask together "
@@ -152,6 +144,12 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     return Units(dict(trees), node_tree, queue_tree, tuple(notices), dict(caps))
 
 
+def _beyond(w: Workload) -> bool:
+    """Whether ``w`` is held for asking more than its quota tree and the solver's integers hold
+    (workloads.py): its requests are left out of the units and the facts, which could not count them."""
+    return any(r.code == "ExceedsQuotaTree" for r in w.held)
+
+
 def _admitted_in(w: Workload) -> str:
     """The ClusterQueue ``w``'s admission names ("" when it is not admitted)."""
     return w.admission.cluster_queue if w.admission is not None else ""
@@ -162,7 +160,7 @@ def _unit(quotas: Sequence[Fraction], asks: Sequence[tuple[Fraction, int]]) -> t
     quantity dividing every quota and request, made as much coarser as the total of quotas and
     requests (``asks``: request, pods asking it) needs to stay within ``_MAX_TOTAL``."""
     amounts = [*quotas, *(v for v, _ in asks)]
-    unit = _gcd(amounts)
+    unit = common_divisor(amounts)
 
     def total(unit: Fraction) -> int:
         return sum(floor(q / unit) for q in quotas) + sum(ceil(v / unit) * pods for v, pods in asks)
@@ -301,7 +299,8 @@ class _PerTree:
     """Facts derived from one object and the units of its quota tree, kept per tree (Memo.per_object)."""
 
     def __init__(self, memo: Memo, table: str, units: Units,
-                 derive: Callable[[Mapping[str, Fraction], Mapping[str, Fraction], Any], tuple[tuple[str, str], ...]]
+                 derive: Callable[[Mapping[str, Fraction], Mapping[str, tuple[Fraction, int]], Any],
+                                  tuple[tuple[str, str], ...]]
                  ) -> None:
         self.memo, self.table, self.units, self.derive = memo, table, units, derive
         self.tables: dict[Node | None, Callable[[Any], tuple[tuple[str, str], ...]]] = {}
@@ -318,9 +317,12 @@ class _PerTree:
 
 
 def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], units: Mapping[str, Fraction],
-                 caps: Mapping[str, Fraction]) -> None:
+                 caps: Mapping[str, tuple[Fraction, int]]) -> None:
     def down(resource: str, value: Fraction) -> int:  # quotas: round down, never over-commit
-        return floor(min(value, caps.get(resource, value)) / units[resource])
+        cap = caps.get(resource)
+        if cap is not None and value >= cap[0]:
+            return cap[1]  # no usage can reach it: as much as all asks, counted as the facts count them
+        return floor(value / units[resource])
 
     for g in groups:
         for fq in g.flavors:
@@ -333,7 +335,7 @@ def _quota_facts(out: _Facts, node: Node, groups: tuple[ResourceGroup, ...], uni
                     out.add("lending_limit", node, fq.flavor, r, down(r, q.lending_limit))
 
 
-def _cluster_queue_facts(units: Mapping[str, Fraction], caps: Mapping[str, Fraction],
+def _cluster_queue_facts(units: Mapping[str, Fraction], caps: Mapping[str, tuple[Fraction, int]],
                          cq: ClusterQueue) -> tuple[tuple[str, str], ...]:
     """The facts of ``cq`` (and the units and caps of its tree), as (predicate, text) pairs."""
     out = _Facts()
@@ -376,7 +378,7 @@ def _eviction_order(out: _Facts, live: Sequence[Workload]) -> None:
             out.add("eviction_order", cq, w.key, n)
 
 
-def _own_facts(units: Mapping[str, Fraction], caps: Mapping[str, Fraction], w: Workload) -> tuple[tuple[str, str], ...]:
+def _own_facts(units: Mapping[str, Fraction], caps: Mapping[str, tuple[Fraction, int]], w: Workload) -> tuple[tuple[str, str], ...]:
     """The facts of ``w`` that depend on it alone (and the units), as (predicate, text) pairs;
     ``caps`` bound quotas, never requests."""
     out = _Facts()
@@ -395,7 +397,7 @@ def _workload_facts(out: _Facts, w: Workload, units: Mapping[str, Fraction]) -> 
         out.add("held", k)
     for ps in w.pod_sets:
         out.add("pod_set", k, ps.name, ps.count)
-        for r, v in ps.requests.items():
+        for r, v in () if _beyond(w) else ps.requests.items():
             out.add("pod_request", k, ps.name, r, ceil(v / units[r]))  # round up: never under-count use
         for req in ps.node_labels:
             for value in req.values:

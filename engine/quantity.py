@@ -21,8 +21,10 @@ import functools
 import math
 import re
 from fractions import Fraction
+from math import gcd
+from typing import Iterable
 
-__all__ = ["parse_quantity", "format_quantity", "MAX_QUANTITY", "QUANTUM"]
+__all__ = ["parse_quantity", "format_quantity", "common_divisor", "MAX_QUANTITY", "QUANTUM"]
 
 #: The largest magnitude a Kubernetes quantity may represent (resource.Quantity's cap).
 MAX_QUANTITY = 2**63 - 1
@@ -140,3 +142,17 @@ def format_quantity(value: Fraction) -> str:
         if scaled.denominator == 1:
             return f"{scaled.numerator}{suffix}"
     return f"{float(value):g}"
+
+
+def common_divisor(values: Iterable[Fraction]) -> Fraction:
+    """The largest quantity that divides every one of ``values`` (zeros ignored; 1 if none).
+
+    >>> common_divisor([Fraction(1, 2), Fraction(3)])
+    Fraction(1, 2)
+    """
+    nums, dens = 0, 1
+    for v in values:
+        if v:
+            nums = gcd(nums, v.numerator)
+            dens = dens * v.denominator // gcd(dens, v.denominator)
+    return Fraction(nums, dens) if nums else Fraction(1)

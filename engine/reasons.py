@@ -97,6 +97,9 @@ _KINDS = (
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
     ReasonKind("Finished", None, (), "all its pods have finished"),
     ReasonKind("Deactivated", None, (), "the Workload is deactivated (spec.active is false)", True),
+    ReasonKind("ExceedsQuotaTree", None, ("clusterQueue", "resource", "need", "quota"),
+               "needs {{need}} {{resource}} in all, more than the whole quota tree of ClusterQueue {{clusterQueue}} "
+               "holds ({{quota}}), and more than the solver's integers can count beside it", True),
     ReasonKind("ClusterQueueDrained", None, ("clusterQueue",),
                "evicted: ClusterQueue {{clusterQueue}} is stopped with stopPolicy HoldAndDrain", True),
     ReasonKind("LocalQueueDrained", None, ("namespace", "localQueue"),

@@ -20,9 +20,9 @@ from .config import Config
 from .errors import SnapshotError
 from .memo import Changes, Memo
 from .plan import PodSetRequest
-from .quantity import format_quantity
+from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
-from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
+from .objects import Admission, ClusterQueue, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
 
@@ -37,6 +37,8 @@ SETS_ANNOTATION = KUEUE_PREFIX + "pod-group-sets"
 RETRIABLE_ANNOTATION = KUEUE_PREFIX + "retriable-in-group"
 PRIORITY_CLASS_LABEL = KUEUE_PREFIX + "priority-class"
 MAX_ROLES = 8
+# The most units the compiler lets one quota tree's amounts add up to (compiler._MAX_TOTAL).
+_SOLVER_RANGE = 2**30
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -221,7 +223,7 @@ class _Builder:
         from_objects.update(changes, lambda obj: self._merge_object(None, obj))
         for key in built:
             obj = self.snap.workloads.get(key)
-            built[key] = self._stop(built[key]) if obj is None else self._merge_object(built[key], obj)
+            built[key] = self._checked(built[key]) if obj is None else self._merge_object(built[key], obj)
         for key in sorted(from_objects.orphans.keys() - built.keys()):
             # e.g. a preempted group: admitting it would hold quota for nothing
             self.notices.append(f"workload {key}: the pods it was made for are gone; it is left for garbage collection")
@@ -404,14 +406,78 @@ class _Builder:
         """A Workload object is authoritative for admission; pods built it, or it stands alone."""
         priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
         if built is not None:
-            return self._stop(replace(built, admission=obj.admission or built.admission,
+            return self._checked(replace(built, admission=obj.admission or built.admission,
                                       finished=built.finished or obj.finished,
                                       held=() if obj.admission else built.held), obj.active)
-        return self._stop(Workload(
+        return self._checked(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
             priority=self._default_priority() if priority is None else priority, created=obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
         ), obj.active)
+
+    def _checked(self, w: Workload, active: bool = True) -> Workload:
+        """:meth:`_stop`, then :meth:`_beyond_its_tree`."""
+        return self._beyond_its_tree(self._stop(w, active))
+
+    @functools.cached_property
+    def _tree_quota(self) -> dict[str, tuple[dict[str, Fraction], dict[str, Fraction], dict[str, float]]]:
+        """ClusterQueue -> the nominal quota of its whole quota tree, the largest quantity
+        dividing every quota of it, and that quota as a float a little short, per resource."""
+        parents = {c.name: c.parent for c in self.snap.cohorts.values()}
+
+        def root(cohort: str) -> str:
+            seen = set()
+            while parents.get(cohort) and cohort not in seen:  # a cycle is the compiler's to refuse
+                seen.add(cohort)
+                cohort = parents[cohort]  # type: ignore[assignment]
+            return f"cohort/{cohort}"
+
+        tree_of = {cq.name: root(cq.cohort) if cq.cohort else f"cq/{cq.name}" for cq in self.snap.cluster_queues.values()}
+        totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+        steps: dict[str, dict[str, Fraction]] = defaultdict(dict)
+        nodes = [(tree_of[cq.name], cq.resource_groups) for cq in self.snap.cluster_queues.values()] + \
+                [(root(c.name), c.resource_groups) for c in self.snap.cohorts.values()]
+        for tree, groups in nodes:
+            for g in groups:
+                for fq in g.flavors:
+                    for r, q in fq.resources.items():
+                        totals[tree][r] += q.nominal
+                        if q.nominal:
+                            steps[tree][r] = common_divisor((steps[tree].get(r, q.nominal), q.nominal))
+        # A float a little below the total: whatever a float of the asks rounds, less is surely less.
+        return {cq: (totals[tree], steps[tree], {r: float(q) * (1 - 1e-9) for r, q in totals[tree].items()})
+                for cq, tree in tree_of.items()}
+
+    def _beyond_its_tree(self, w: Workload) -> Workload:
+        """Hold a pending workload that asks more of a resource than its whole quota tree holds,
+        by so much that the solver's 32-bit integers could not count it beside the tree's quotas
+        (``count: 2147483647`` pods of 1m cpu): it can never be admitted, and left in the solve it
+        would make the tree's unit so coarse that its quotas round to nothing, or overflow."""
+        if w.admission is not None or w.finished or w.held:
+            return w
+        lq = self.snap.local_queues.get(f"{w.namespace}/{w.queue}")
+        tree = self._tree_quota.get(lq.cluster_queue) if lq else None
+        if tree is None:
+            return w
+        totals, steps, roughly = tree
+        rough: dict[str, float] = {}
+        for ps in w.pod_sets:  # in floats first: nearly every workload asks far less than its tree holds
+            for r, v in ps.requests.items():
+                rough[r] = rough.get(r, 0.0) + ps.count * (v.numerator / v.denominator)
+        if all(need < roughly.get(r, 0.0) for r, need in rough.items()):
+            return w
+        asks: dict[str, Fraction] = defaultdict(Fraction)
+        for ps in w.pod_sets:
+            for r, v in ps.requests.items():
+                asks[r] += v * ps.count
+        for r, need in sorted(asks.items()):
+            quota = totals.get(r, Fraction(0))
+            # counted exactly, the unit divides the tree's quotas and this workload's requests
+            finest = common_divisor([steps.get(r, Fraction(0)), *(ps.requests.get(r, Fraction(0)) for ps in w.pod_sets)])
+            if need > quota and need / finest > _SOLVER_RANGE:
+                return replace(w, held=(make_reason("ExceedsQuotaTree", clusterQueue=lq.cluster_queue, resource=r,
+                                                    need=format_quantity(need), quota=format_quantity(quota)),))
+        return w
 
     def _stop(self, w: Workload, active: bool = True) -> Workload:
         """Kueue's switches that stop a workload. Deactivated (``spec.active: false``), it is held,

@@ -66,22 +66,24 @@ def test_a_huge_quota_beside_small_ones_in_a_cohort_counts_as_what_is_asked():
 
 
 def test_a_unit_that_rounds_says_so_and_rounds_requests_up_and_quotas_down():
-    # What is asked is itself beyond the solver's integers at its finest unit (1m), beside a
-    # small request: no unit counts both exactly.
-    objs = [two_trees("4", big_request="1000000000000500m"), workload("also", ns="a", cpu="1", minute=5)]
+    # What is asked fits the quota, but 1.5e9 cpu beside 1m is beyond the solver's integers at
+    # the finest unit that counts both (1m): no unit counts both exactly.
+    objs = [flavor("od"), cluster_queue("big", {"od": {"cpu": "2e9"}}), local_queue("big"),
+            workload("huge", cpu="1500000000"), workload("tiny", cpu="1m", minute=1)]
     plan = run(objs)
     [notice] = [n for n in plan.notices if "ClusterQueue big" in n and "counted in units" in n]
-    assert "cpu is counted in units of" in notice and "rounded down" in notice
+    assert "rounded down" in notice
+    assert states(plan) == {"default/huge": "admitted", "default/tiny": "admitted"}
     snap = snapshot(objs)
     built = build_workloads(snap, Config()).workloads
     units = resource_units(snap, built)
     unit = units.of_queue("big")["cpu"]
-    assert unit > 1
+    assert unit > Fraction(1, 1000)
     facts = render_facts(compile_facts(snap, built, units).lines)
     [quota_fact] = [line for line in facts.splitlines() if line.startswith('quota(cq("big")')]
-    assert int(quota_fact.rstrip(").").rsplit(",", 1)[1]) * unit <= 4
-    [request] = [line for line in facts.splitlines() if line.startswith('pod_request("a/in-big"')]
-    assert int(request.rstrip(").").rsplit(",", 1)[1]) * unit >= Fraction(1000000000000500, 1000)
+    assert int(quota_fact.rstrip(").").rsplit(",", 1)[1]) * unit <= 2 * 10**9
+    [request] = [line for line in facts.splitlines() if line.startswith('pod_request("default/tiny"')]
+    assert int(request.rstrip(").").rsplit(",", 1)[1]) * unit >= Fraction(1, 1000)
 
 
 def test_every_tree_stays_within_the_solvers_integers_after_rounding_up():
@@ -109,7 +111,8 @@ plan = run(flavor("od"), namespace("a"), namespace("b"), namespace("c"),
            cluster_queue("research", {"od": {"cpu": value if where == "quota" else 16}}), local_queue("research", ns="c"),
            pod("p-a", ns="a", cpu="4"), pod("p-b", ns="b", cpu=value if where == "request" else "4"),
            pod("p-c", ns="c", cpu="1", minute=1))
-print(json.dumps({"states": {w.name: w.state for w in plan.workloads}, "notices": list(plan.notices)}))
+print(json.dumps({"states": {w.name: w.state for w in plan.workloads}, "notices": list(plan.notices),
+                  "codes": {w.name: [r.code for r in w.reasons] for w in plan.workloads}}))
 """
 
 
@@ -125,9 +128,9 @@ def test_huge_quantities_within_kubernetes_bounds_do_not_hang_the_cycle(where, v
     if where == "quota":  # in tree research: the cohort eng counts as before
         assert plan["states"]["a/pod-p-a"] == plan["states"]["b/pod-p-b"] == "admitted"
         assert all("research" in n for n in plan["notices"])
-    else:  # in cohort eng, whose unit had to grow: it never fits, and the coarser unit is named
-        assert plan["states"]["b/pod-p-b"] == "inadmissible"
-        assert any(n.startswith("cohort eng: cpu is counted in units of") for n in plan["notices"])
+    else:  # in cohort eng: it never fits, and is left out of the solve, so the rest of eng counts exactly
+        assert plan["states"]["b/pod-p-b"] == "inadmissible" and plan["codes"]["b/pod-p-b"] == ["ExceedsQuotaTree"]
+        assert plan["states"]["a/pod-p-a"] == "admitted" and plan["notices"] == []
 
 
 @pytest.mark.parametrize("value", ["8Ei", "1e400", "1e999999999", "0.1n"])
@@ -189,3 +192,15 @@ def test_a_new_request_in_one_tree_keeps_the_facts_kept_for_the_other_trees(monk
         compile_facts(snap, build_workloads(snap, Config(), memo).workloads, memo=memo)
     # The unit of tree big halved, so its workloads' facts are derived anew; tree small's are kept.
     assert sorted(derived) == ["a/half", "a/in-big"]
+
+
+def test_a_workload_asking_beyond_its_tree_and_the_solvers_integers_is_held_and_the_rest_decided():
+    # 2**31-1 pods of 1m cpu: 2.1 million cpu beside a quota of 8. Left in the solve it would
+    # make the tree's unit coarse enough to round the quota to nothing, or overflow clingo.
+    objs = [flavor("od"), cluster_queue("cq", {"od": {"cpu": 8}}), local_queue("cq"),
+            workload("huge", cpu="1m", count=2**31 - 1), workload("ok", cpu="1", minute=1)]
+    plan = run(objs)
+    assert states(plan) == {"default/huge": "inadmissible", "default/ok": "admitted"}
+    assert [r.details for r in plan.workload("default/huge").reasons] == [
+        {"clusterQueue": "cq", "resource": "cpu", "need": "2147483647m", "quota": "8"}]
+    assert not plan.notices
