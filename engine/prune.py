@@ -55,6 +55,7 @@ from .memo import Changes, Memo
 from .objects import PodSetSpec, ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
+from .trees import quota_trees
 from .workloads import Workload, Workloads
 
 __all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
@@ -234,22 +235,7 @@ def _requests(ps: PodSetSpec) -> tuple[tuple[str, int, int], ...]:
 def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[tuple[str, str], Fraction]], frozenset[str]]:
     """ClusterQueue -> its quota tree; tree -> (flavor, resource) -> nominal quota of the whole
     tree; and the plain trees (:func:`_plain`)."""
-    parent = {c.name: c.parent for c in snapshot.cohorts.values()}
-
-    def root(cohort: str) -> str:
-        seen = set()
-        while parent.get(cohort) and cohort not in seen:
-            seen.add(cohort)
-            cohort = parent[cohort]  # type: ignore[assignment]
-        return "cohort/" + cohort
-
-    groups: dict[str, list[ResourceGroup]] = defaultdict(list)
-    for c in snapshot.cohorts.values():
-        groups[root(c.name)] += c.resource_groups
-    tree_of = {}
-    for cq in snapshot.cluster_queues.values():
-        tree_of[cq.name] = root(cq.cohort) if cq.cohort else "cq/" + cq.name
-        groups[tree_of[cq.name]] += cq.resource_groups
+    tree_of, groups = quota_trees(snapshot)
     quotas = {tree: _nominal_in(gs) for tree, gs in groups.items()}
     return tree_of, quotas, frozenset(tree for tree, gs in groups.items() if _plain(gs, _by_resource(quotas[tree])))
 

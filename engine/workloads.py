@@ -22,8 +22,9 @@ from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
-from .objects import Admission, ClusterQueue, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
+from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
+from .trees import quota_trees
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
 
 __all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES"]
@@ -423,22 +424,11 @@ class _Builder:
     def _tree_quota(self) -> dict[str, tuple[dict[str, Fraction], dict[str, Fraction], dict[str, float]]]:
         """ClusterQueue -> the nominal quota of its whole quota tree, the largest quantity
         dividing every quota of it, and that quota as a float a little short, per resource."""
-        parents = {c.name: c.parent for c in self.snap.cohorts.values()}
-
-        def root(cohort: str) -> str:
-            seen = set()
-            while parents.get(cohort) and cohort not in seen:  # a cycle is the compiler's to refuse
-                seen.add(cohort)
-                cohort = parents[cohort]  # type: ignore[assignment]
-            return f"cohort/{cohort}"
-
-        tree_of = {cq.name: root(cq.cohort) if cq.cohort else f"cq/{cq.name}" for cq in self.snap.cluster_queues.values()}
+        tree_of, groups = quota_trees(self.snap)
         totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         steps: dict[str, dict[str, Fraction]] = defaultdict(dict)
-        nodes = [(tree_of[cq.name], cq.resource_groups) for cq in self.snap.cluster_queues.values()] + \
-                [(root(c.name), c.resource_groups) for c in self.snap.cohorts.values()]
-        for tree, groups in nodes:
-            for g in groups:
+        for tree, tree_groups in groups.items():
+            for g in tree_groups:
                 for fq in g.flavors:
                     for r, q in fq.resources.items():
                         totals[tree][r] += q.nominal
