@@ -144,7 +144,7 @@ def _snapshot(paths: tuple[str, ...], kubeconfig: str | None, context: str | Non
 
 def _cycle(snapshot: Snapshot, policies: tuple[str, ...], config_path: str | None, time_budget: float | None) -> Plan:
     config = load_config(config_path, time_budget=time_budget)
-    return guarded_cycle(snapshot, load_policy(policies), config, limits=config.limits)
+    return guarded_cycle(snapshot, load_policy(policies), config)
 
 
 class _Clueue(click.Group):

@@ -174,9 +174,17 @@ def run_limited(fn: Callable[..., Any], *args: Any, seconds: float, memory_mib: 
         receiver.close()
 
 
+class Configured:
+    """The default of :func:`guarded_cycle`'s ``limits``: those of its configuration."""
+
+
+CONFIGURED = Configured()
+
+
 def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(), *,
-                  limits: Limits | None = Limits()) -> Plan:
-    """:func:`run_cycle` in a child process under ``limits``; Ctrl-C stops it at once.
+                  limits: Limits | None | Configured = CONFIGURED) -> Plan:
+    """:func:`run_cycle` in a child process under ``limits`` (by default the configuration's,
+    ``config.limits``); Ctrl-C stops it at once.
 
     With ``limits=None``, this is exactly ``run_cycle`` in-process (unlimited, and deaf to
     Ctrl-C while clingo grounds).
@@ -188,6 +196,8 @@ def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(),
         ChildFailed: the cycle raised another exception (a bug); the message holds its traceback.
         KeyboardInterrupt: Ctrl-C; the child is gone.
     """
+    if isinstance(limits, Configured):
+        limits = config.limits
     if limits is None:
         return run_cycle(snapshot, policy, config)
     parse_policy(policy)  # here, so that a syntax error needs no child and the next cycle's child inherits the parse

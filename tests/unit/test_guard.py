@@ -156,3 +156,18 @@ def test_a_child_that_dies_or_raises_is_reported_as_such():
     assert (died.value.kind, died.value.detail) == ("crash", f"the process ended with exit code {-signal.SIGSEGV}")
     with pytest.raises(ChildFailed, match=r"(?s)Traceback.*KeyError: 'a bug'"):
         run_limited(_raise_a_bug, seconds=30, memory_mib=None)
+
+
+def test_a_guarded_cycle_runs_under_its_configurations_limits_by_default(monkeypatch):
+    from clueue.adapters.files import load_snapshot
+    from clueue.engine import Config, guard, load_policy
+    # `apply` (decide_and_apply) calls guarded_cycle without limits: the Configuration's hold.
+    seen = {}
+
+    def limited(fn, *args, seconds, memory_mib, **kwargs):
+        seen.update(seconds=seconds, memory_mib=memory_mib)
+        return fn(*args)
+    monkeypatch.setattr(guard, "run_limited", limited)
+    config = Config(limits=guard.Limits(seconds=7.0, memory_mib=300))
+    guard.guarded_cycle(load_snapshot([str(CLUSTER)]), load_policy(), config)
+    assert seen == {"seconds": 7.0, "memory_mib": 300}
