@@ -127,9 +127,12 @@ class _Applier:
         self.recorded: dict[str, Any] = {}  # workload -> its status.admission, read once before its first ungate
 
     def _fenced(self, write: Callable[[], T]) -> T:
-        """A write, sent only while the decider lease is surely held (lease.py)."""
-        self.fence()
-        return call(write)
+        """A write, sent only while the decider lease is surely held (lease.py): checked again
+        before each retry, which may come seconds later."""
+        def fenced() -> T:
+            self.fence()
+            return write()
+        return call(fenced)
 
     # -- Workloads -------------------------------------------------------------------------
     def _get_workload(self, ns: str, name: str) -> dict[str, Any] | None:
@@ -392,7 +395,7 @@ class _Applier:
         try:
             self.core.create_namespaced_event(home, body)
         except ApiException as e:  # an event is a courtesy: never fail an apply over one
-            self.result.errors.append(f"event {reason} on {kind} {ns}/{name}: {e.reason}")
+            self.result.warnings.append(f"event {reason} on {kind} {ns}/{name}: {e.reason}")
 
 
 def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,

@@ -107,7 +107,8 @@ class DeciderLease:
             if record != seen:
                 seen, seen_at = record, now
             duration = spec.lease_duration_seconds or self.duration
-            if not spec.holder_identity or now - seen_at > duration:
+            # Ours already: a take whose answer was lost, and whose retry then met a conflict.
+            if not spec.holder_identity or spec.holder_identity == self.identity or now - seen_at > duration:
                 if self._write(lambda: self._take(lease)):
                     break
                 continue
@@ -180,6 +181,12 @@ class DeciderLease:
             renewed = self.api.replace_namespaced_lease(self.name, self.namespace, lease,
                                                         _request_timeout=self.duration / 3)
         except ApiException as e:
+            current = missing_is_none(lambda: self.api.read_namespaced_lease(self.name, self.namespace)) \
+                if e.status == 409 else None
+            if current is not None and current.spec and current.spec.holder_identity == self.identity:
+                with self._lock:  # our own renewal, whose answer was lost: keep it, renewed as of then
+                    self._lease = current
+                return
             if e.status in (404, 409):  # deleted, or changed by another: someone else may hold it now
                 self._lost = f"Lease {self.namespace}/{self.name} was taken over or deleted while this decider held it"
                 return

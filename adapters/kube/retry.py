@@ -25,7 +25,7 @@ from typing import Any, Callable, TypeVar
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
-from tenacity import (RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay,
+from tenacity import (RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay,
                       wait_exponential, wait_random)
 
 __all__ = ["call", "update_with_retry", "missing_is_none", "counting_retries", "Tally", "is_transient",
@@ -108,7 +108,7 @@ def call(fn: Callable[[], T]) -> T:
     if _inside_call.get():
         return fn()  # the enclosing call retries: retrying here too would multiply the attempts
     retrying = Retrying(retry=retry_if_exception(is_transient), wait=_wait, before_sleep=_count, reraise=True,
-                        stop=stop_after_attempt(ATTEMPTS) | stop_after_delay(MAX_ELAPSED_S), sleep=_sleep)
+                        stop=stop_after_attempt(ATTEMPTS) | stop_before_delay(MAX_ELAPSED_S), sleep=_sleep)
 
     def once() -> T:
         token = _inside_call.set(True)

@@ -240,3 +240,15 @@ def test_a_decider_that_lost_the_lease_stops_writing(api: client.ApiClient) -> N
     holder = client.CoordinationV1Api(api).read_namespaced_lease("clueue-decider", LEASE_NS).spec.holder_identity
     assert holder == "thief"  # releasing a lost lease leaves the new holder's alone
     client.CoordinationV1Api(api).delete_namespaced_lease("clueue-decider", LEASE_NS)  # for the next test
+
+
+def test_a_lease_whose_answers_were_lost_is_still_known_as_ours(api: client.ApiClient) -> None:
+    # A take or renewal can reach the server while its answer is lost: the record then names
+    # this decider, and it must go on as the holder, not wait for itself nor give up.
+    first = DeciderLease(api, LEASE_NS, identity="me").acquire(0)
+    first._stop.set()  # this process's first incarnation, cut off without releasing
+    with DeciderLease(api, LEASE_NS, identity="me").acquire(0) as again:
+        record = client.CoordinationV1Api(api).read_namespaced_lease("clueue-decider", LEASE_NS)
+        client.CoordinationV1Api(api).replace_namespaced_lease("clueue-decider", LEASE_NS, record)  # as a lost renewal
+        again.renew()  # meets the conflict, reads the record, finds itself
+        again.fence()
