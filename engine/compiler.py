@@ -122,15 +122,15 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     caps: dict[Node | None, dict[str, tuple[Fraction, int]]] = defaultdict(dict)
     notices = []
     for tree, r in sorted(quotas.keys() | mine.keys(), key=lambda k: (str(k[0]), k[1])):
-        amounts, asks = quotas.get((tree, r), []), mine.get((tree, r), [])
-        unit, rounds = _unit(amounts, asks)
-        if rounds:
+        amounts, asked = quotas.get((tree, r), []), mine.get((tree, r), [])
+        unit, rounds = _unit(amounts, asked)
+        demand = sum((v * pods for v, pods in asked), Fraction(0))
+        if rounds and any(q > demand for q in amounts):
             # No usage of the tree can exceed what all its workloads ask together, so a quota or
             # limit beyond that decides nothing more than that amount: counted so, a huge quota
             # (1e12 cpu) does not coarsen the unit of the small quotas beside it.
-            demand = sum((v * pods for v, pods in asks), Fraction(0))
-            unit, rounds = _unit([min(q, demand) for q in amounts], asks)
-            caps[tree][r] = (demand, sum(ceil(v / unit) * pods for v, pods in asks))
+            unit, rounds = _unit([min(q, demand) for q in amounts], asked)
+            caps[tree][r] = (demand, sum(ceil(v / unit) * pods for v, pods in asked))
             what = "ClusterQueue" if tree is not None and tree.kind == "cq" else "cohort"
             if tree is not None:
                 notices.append(f"{what} {tree.name}: quotas of {r} above what its workloads ask together "
@@ -270,7 +270,7 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     # A ClusterQueue's facts, like a workload's, are kept for the next compilation that meets
     # the same object with the same units of its tree: a cycle compiles once per round and
     # again for the explanation, and a change of one tree's units leaves the others' kept.
-    queue_facts = _PerTree(kept, "cq_facts", units, _cluster_queue_facts)
+    queue_facts = _PerTree(kept, "cq_facts", units, _cluster_queue_facts, capped=True)
     for cq in snapshot.cluster_queues.values():
         out.extend(queue_facts(units.node_tree[Node("cq", cq.name)])(cq))
     # A namespace matters to a ClusterQueue only through a LocalQueue of that namespace pointing
@@ -296,20 +296,21 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
 
 
 class _PerTree:
-    """Facts derived from one object and the units of its quota tree, kept per tree (Memo.per_object)."""
+    """Facts derived from one object and the units of its quota tree, kept per tree (Memo.per_object).
+    ``capped``: the facts hold quotas, so the tree's caps are part of what they derive from."""
 
     def __init__(self, memo: Memo, table: str, units: Units,
                  derive: Callable[[Mapping[str, Fraction], Mapping[str, tuple[Fraction, int]], Any],
-                                  tuple[tuple[str, str], ...]]
-                 ) -> None:
-        self.memo, self.table, self.units, self.derive = memo, table, units, derive
+                                  tuple[tuple[str, str], ...]], *, capped: bool = False) -> None:
+        self.memo, self.table, self.units, self.derive, self.capped = memo, table, units, derive, capped
         self.tables: dict[Node | None, Callable[[Any], tuple[tuple[str, str], ...]]] = {}
 
     def __call__(self, tree: Node | None) -> Callable[[Any], tuple[tuple[str, str], ...]]:
         """The kept facts of objects in ``tree``, by object."""
         table = self.tables.get(tree)
         if table is None:
-            of_tree, caps = self.units.trees.get(tree, {}), self.units.caps.get(tree, {})
+            of_tree = self.units.trees.get(tree, {})
+            caps = self.units.caps.get(tree, {}) if self.capped else {}  # quotas only: requests never
             table = self.tables[tree] = self.memo.per_object(
                 f"{self.table} {tree}", (tuple(sorted(of_tree.items())), tuple(sorted(caps.items()))),
                 functools.partial(self.derive, of_tree, caps))

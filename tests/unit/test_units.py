@@ -204,3 +204,11 @@ def test_a_workload_asking_beyond_its_tree_and_the_solvers_integers_is_held_and_
     assert [r.details for r in plan.workload("default/huge").reasons] == [
         {"clusterQueue": "cq", "resource": "cpu", "need": "2147483647m", "quota": "8"}]
     assert not plan.notices
+
+
+def test_no_quota_is_said_to_count_as_the_asks_when_none_is_above_them():
+    objs = [flavor("od"), cluster_queue("big", {"od": {"cpu": "1e9"}}), local_queue("big"),
+            workload("huge", cpu="1500000000"), workload("tiny", cpu="1m", minute=1)]
+    notices = run(objs).notices
+    assert any("counted in units" in n for n in notices)
+    assert not any("count as that much" in n for n in notices)
