@@ -266,6 +266,10 @@ class Rejected:
     message: str
     labels: Mapping[str, str] = field(default_factory=dict)
     queue_name: str = ""  # spec.queueName, for a Workload
+    # It may hold quota, how much is unknown: a Workload with a status.admission, or a queued
+    # Pod that runs or may run (no admission gate, not terminated)
+    holds_quota: bool = False
+    admitted_in: str = ""  # the ClusterQueue its admission names, if readable
 
     def to_dict(self) -> dict[str, str]:
         """As a plan lists it (docs/plan-format.md)."""

@@ -97,6 +97,9 @@ _KINDS = (
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
     ReasonKind("Finished", None, (), "all its pods have finished"),
     ReasonKind("Deactivated", None, (), "the Workload is deactivated (spec.active is false)", True),
+    ReasonKind("QuotaUnknown", None, ("clusterQueue", "object"),
+               "{{object}}, which clueue cannot read, may hold quota in the quota tree of ClusterQueue "
+               "{{clusterQueue}}: how much is unknown, so nothing new is admitted there until it is fixed"),
     ReasonKind("ExceedsQuotaTree", None, ("clusterQueue", "resource", "need", "quota"),
                "needs {{need}} {{resource}} in all, more than the whole quota tree of ClusterQueue {{clusterQueue}} "
                "holds ({{quota}}), and more than the solver's integers can count beside it", True),

@@ -679,9 +679,19 @@ def _rejected(doc: Document, error: SnapshotError) -> Rejected:
         return value if isinstance(value, str) else ""
 
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+
+    def part(parent: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+        return parent.get(key) if isinstance(parent.get(key), Mapping) else {}
+
+    spec, status = part(body, "spec"), part(body, "status")
+    admission = status.get("admission") if body.get("kind") == "Workload" else None
+    gates = spec.get("schedulingGates") if isinstance(spec.get("schedulingGates"), list) else []
+    started = body.get("kind") == "Pod" and status.get("phase") not in ("Succeeded", "Failed") and not any(
+        isinstance(g, Mapping) and g.get("name") == KUEUE_PREFIX + "admission" for g in gates)
     return Rejected(
         kind=text(body.get("kind")), api_version=text(body.get("apiVersion")), namespace=text(meta.get("namespace")),
         name=text(meta.get("name")), uid=text(meta.get("uid")), source=doc.source, field=error.field,
         message=error.detail,
         labels={k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)},
-        queue_name=text((body.get("spec") if isinstance(body.get("spec"), Mapping) else {}).get("queueName")))
+        queue_name=text(spec.get("queueName")), holds_quota=bool(admission) or started,
+        admitted_in=text(admission.get("clusterQueue")) if isinstance(admission, Mapping) else "")

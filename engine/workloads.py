@@ -22,7 +22,7 @@ from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
-from .objects import Admission, KueueWorkload, Namespace, Pod, PodSetAdmission, PodSetSpec
+from .objects import Admission, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
@@ -417,14 +417,45 @@ class _Builder:
         ), obj.active)
 
     def _checked(self, w: Workload, active: bool = True) -> Workload:
-        """:meth:`_stop`, then :meth:`_beyond_its_tree`."""
-        return self._beyond_its_tree(self._stop(w, active))
+        """:meth:`_stop`, then :meth:`_beyond_its_tree` and :meth:`_in_an_unknown_tree`."""
+        return self._in_an_unknown_tree(self._beyond_its_tree(self._stop(w, active)))
+
+    @functools.cached_property
+    def _trees(self) -> tuple[dict[str, str], dict[str, list[ResourceGroup]]]:
+        """:func:`quota_trees` of the snapshot, once per build."""
+        return quota_trees(self.snap)
+
+    @functools.cached_property
+    def _unknown_trees(self) -> dict[str, Reason]:
+        """Quota tree -> why its usage is unknown: a rejected object in it may hold quota (an
+        admitted Workload, a started Pod), and counting none for it could over-commit the tree."""
+        tree_of, _ = self._trees
+        out: dict[str, Reason] = {}
+        for r in self.snap.rejected:
+            if not r.holds_quota:
+                continue
+            queue = r.queue_name if r.kind == "Workload" else r.labels.get(QUEUE_LABEL, "")
+            lq = self.snap.local_queues.get(f"{r.namespace or 'default'}/{queue}")
+            cq = r.admitted_in or (lq.cluster_queue if lq else "")
+            if cq in tree_of:
+                out.setdefault(tree_of[cq], make_reason("QuotaUnknown", clusterQueue=cq,
+                                                        object=f"{r.kind} {r.namespace or 'default'}/{r.name}"))
+        return out
+
+    def _in_an_unknown_tree(self, w: Workload) -> Workload:
+        """Hold a pending workload whose quota tree's usage is unknown (:attr:`_unknown_trees`)."""
+        if not self.snap.rejected or w.admission is not None or w.finished or w.held:
+            return w
+        lq = self.snap.local_queues.get(f"{w.namespace}/{w.queue}")
+        tree = self._trees[0].get(lq.cluster_queue) if lq else None
+        reason = self._unknown_trees.get(tree) if tree else None
+        return w if reason is None else replace(w, held=(reason,))
 
     @functools.cached_property
     def _tree_quota(self) -> dict[str, tuple[dict[str, Fraction], dict[str, Fraction], dict[str, float]]]:
         """ClusterQueue -> the nominal quota of its whole quota tree, the largest quantity
         dividing every quota of it, and that quota as a float a little short, per resource."""
-        tree_of, groups = quota_trees(self.snap)
+        tree_of, groups = self._trees
         totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
         steps: dict[str, dict[str, Fraction]] = defaultdict(dict)
         for tree, tree_groups in groups.items():

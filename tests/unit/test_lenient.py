@@ -97,3 +97,22 @@ def test_cohorts_whose_parents_form_a_cycle_are_left_out_with_their_queues():
     assert set(rejected) == {("Cohort", "a"), ("Cohort", "b"), ("Cohort", "under"), ("ClusterQueue", "in-loop")}
     assert rejected[("Cohort", "under")].message == "cohort parents form a cycle: a -> b -> a"
     assert rejected[("ClusterQueue", "in-loop")].field == "spec.cohort"
+
+
+def test_a_malformed_admitted_workload_stops_new_admissions_in_its_tree_not_elsewhere():
+    # Its admission holds quota nobody can count: counting none would admit others into it.
+    bad = workload("bad", pod_sets=_BAD_TEMPLATE, admitted_in=("cq", "f"))
+    other = [cluster_queue("cq2", {"f": {"cpu": 4}}), local_queue("cq2", name="q2")]
+    plan = _plan(_cluster(), other, bad, workload("waits", cpu="1", minute=1),
+                 workload("elsewhere", cpu="1", queue="q2", minute=2))
+    waits = plan.workload("default/waits")
+    assert waits.state == "pending" and [r.code for r in waits.reasons] == ["QuotaUnknown"]
+    assert waits.reasons[0].details == {"clusterQueue": "cq", "object": "Workload default/bad"}
+    assert plan.workload("default/elsewhere").state == "admitted"
+
+
+def test_a_malformed_started_pod_stops_new_admissions_in_its_tree():
+    running = pod("runs", gated=False)
+    running["spec"]["containers"][0]["resources"] = "lots"
+    plan = _plan(_cluster(), running, pod("next", minute=1))
+    assert [r.code for r in plan.workload("default/pod-next").reasons] == ["QuotaUnknown"]
