@@ -1,0 +1,1 @@
+"""The Pod admission webhook: gating Pods subject to queueing, and its certificates."""
