@@ -91,6 +91,9 @@ class ApplyResult:
     warnings: list[str] = field(default_factory=list)  # what needs a person, though nothing failed
     retries: int = 0  # requests sent again after a conflict, throttling or a transient failure
     stopped: bool = False  # the API server became unavailable: the rest of the plan was not applied
+    # (kind, "ns/name" or name, resourceVersion) of each object written, "" for one deleted at once:
+    # a controller's cache waits until it holds these before its next cycle reads it.
+    written: list[tuple[str, str, str]] = field(default_factory=list)
 
     def summary(self) -> str:
         done = (f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed, "
@@ -126,13 +129,17 @@ class _Applier:
         self.entries: dict[str, WorkloadEntry] = {}
         self.recorded: dict[str, Any] = {}  # workload -> its status.admission, read once before its first ungate
 
-    def _fenced(self, write: Callable[[], T]) -> T:
+    def _fenced(self, write: Callable[[], T], deleting: tuple[str, str] | None = None) -> T:
         """A write, sent only while the decider lease is surely held (lease.py): checked again
-        before each retry, which may come seconds later."""
+        before each retry, which may come seconds later. The object it returns is recorded in
+        ``written``; a delete (``deleting``: kind and key) that returns none is recorded as ""."""
         def fenced() -> T:
             self.fence()
             return write()
-        return call(fenced)
+        done = call(fenced)
+        if not self.dry:
+            self.result.written.extend(_written(done, deleting))
+        return done
 
     # -- Workloads -------------------------------------------------------------------------
     def _get_workload(self, ns: str, name: str) -> dict[str, Any] | None:
@@ -241,7 +248,8 @@ class _Applier:
                 uid=meta.get("uid"), resource_version=meta.get("resourceVersion")))
             try:
                 self._fenced(lambda: self.custom.delete_namespaced_custom_object(
-                    KUEUE_GROUP, self.version, ns, "workloads", name, body=options, **self.dry))
+                    KUEUE_GROUP, self.version, ns, "workloads", name, body=options, **self.dry),
+                    deleting=("Workload", entry.name))
             except ApiException as e:
                 if e.status == 409:
                     self.result.skipped.append(f"replace {label}: it changed meanwhile")
@@ -359,7 +367,8 @@ class _Applier:
             lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry)))
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
         try:
-            self._fenced(lambda: self.core.delete_namespaced_pod(name, ns, body=options, **self.dry))
+            self._fenced(lambda: self.core.delete_namespaced_pod(name, ns, body=options, **self.dry),
+                         deleting=("Pod", target))
         except ApiException as e:
             if e.status in (404, 409):  # gone already, or a new pod reuses the name
                 self.result.skipped.append(f"delete Pod {target}")
@@ -446,6 +455,22 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
             result.stopped = True
     result.retries = tally.retries
     return result
+
+
+def _written(obj: Any, deleting: tuple[str, str] | None) -> list[tuple[str, str, str]]:
+    """(kind, key, resourceVersion) of an object a write returned; a delete that returned a
+    Status (the object is gone at once) gives (kind, key, "")."""
+    if isinstance(obj, dict):
+        meta, kind = obj.get("metadata") or {}, obj.get("kind", "")
+        name, ns, version = meta.get("name"), meta.get("namespace"), meta.get("resourceVersion")
+    else:
+        meta = getattr(obj, "metadata", None)
+        kind = "Status" if isinstance(obj, client.V1Status) else "Pod"  # the only typed object apply writes
+        name, ns, version = (getattr(meta, "name", None), getattr(meta, "namespace", None),
+                             getattr(meta, "resource_version", None))
+    if kind != "Status" and name and version:
+        return [(kind, f"{ns}/{name}" if ns else str(name), str(version))]
+    return [(deleting[0], deleting[1], "")] if deleting else []
 
 
 # The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
