@@ -1,0 +1,118 @@
+"""The controller's plain-HTTP endpoints: ``/metrics``, ``/healthz`` and ``/readyz``.
+
+A stdlib :class:`~http.server.ThreadingHTTPServer` in a daemon thread: a slow scrape never
+delays a probe, and the process never waits on the server to exit.
+
+- ``/metrics``: Prometheus exposition (text, or OpenMetrics when the scraper asks for it).
+- ``/healthz``: 200 ``ok`` while ``healthy()``; else 500 with the reason (the message of what
+  ``healthy`` raised, or ``not healthy``). Liveness: a failing one gets the Pod restarted.
+- ``/readyz``: 200 ``ok`` while ``ready()`` (the cache has synced); else 503. A replica that is
+  not the leader is ready too: it serves the webhook.
+
+>>> server = HealthServer("127.0.0.1", 0, Metrics(), ready=lambda: True, healthy=lambda: True).start()  # doctest: +SKIP
+>>> server.port  # doctest: +SKIP
+40123
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from prometheus_client.exposition import choose_encoder
+
+from .metrics import Metrics
+
+__all__ = ["HealthServer"]
+
+log = logging.getLogger(__name__)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a scrape in flight never holds the process up
+    owner: HealthServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        owner = self.server.owner
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            self._send(200, encoder(owner.metrics.registry), content_type)
+        elif path == "/healthz":
+            self._probe(owner.healthy, 500, "not healthy")
+        elif path == "/readyz":
+            self._probe(owner.ready, 503, "not ready")
+        else:
+            self._send(404, b"not found\n")
+
+    def _probe(self, check: Callable[[], bool], failed: int, default: str) -> None:
+        try:
+            ok, reason = bool(check()), default
+        except Exception as e:  # the check's own failure is the reason
+            ok, reason = False, f"{default}: {e}"
+        self._send(200, b"ok\n") if ok else self._send(failed, f"{reason}\n".encode())
+
+    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        # Probes and scrapes come every few seconds: access lines only at debug.
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class HealthServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: a free one,
+    read ``.port`` after :meth:`start`)."""
+
+    def __init__(self, host: str, port: int, metrics: Metrics, ready: Callable[[], bool],
+                 healthy: Callable[[], bool]) -> None:
+        self.host = host
+        self.port = port
+        self.metrics = metrics
+        self.ready = ready
+        self.healthy = healthy
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> HealthServer:
+        """Bind and serve in a daemon thread; returns ``self``.
+
+        Raises:
+            OSError: the address cannot be bound (e.g. the port is in use).
+        """
+        server = _Server((self.host, self.port), _Handler)
+        server.owner = self
+        self._server, self.port = server, server.server_address[1]
+        # A short poll, so that stop() returns at once rather than after the default half second.
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"health:{self.port}", daemon=True)
+        self._thread.start()
+        log.info("serving /metrics, /healthz and /readyz on %s:%d", self.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port (idempotent)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> HealthServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
