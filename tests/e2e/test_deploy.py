@@ -1,0 +1,351 @@
+"""deploy/ on a real kube-apiserver with RBAC authorization, as `kubectl apply -k deploy/` would.
+
+There is no container engine here, so the manifests are checked where it counts: every object is
+applied server-side (the apiserver validates each); the Deployment's Pod template is created as a
+dry run in its namespace, where the `restricted` Pod Security Standard is enforced; the
+controller's ServiceAccount, authenticated by a token the apiserver minted for it, is allowed what
+the controller calls and refused what it must not do; and the controller runs with that token only.
+"""
+
+from __future__ import annotations
+
+import copy
+import filecmp
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+
+from tests.testenv.build import ensure_binaries
+from tests.testenv.control_plane import ControlPlane, api_error_message
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+NAMESPACE = "clueue-system"
+SERVICE_ACCOUNT = "clueue-controller"
+MUTATING, VALIDATING = "clueue-pod-mutating", "clueue-pod-validating"
+
+#: Kinds of deploy/ that are cluster-scoped: kustomize's `namespace:` leaves them alone.
+CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+                  "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+#: The kustomization fields the reader below understands; any other one fails the test rather
+#: than being silently ignored (and the rendering differing from kubectl's).
+KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "namespace", "resources"}
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering deploy/ (test-side: what `kubectl kustomize` does for plain resources)
+# --------------------------------------------------------------------------------------------
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    """The objects of the kustomization in ``directory``: its `resources` (files, and directories
+    holding a kustomization, recursively) in order, with its `namespace` set on namespaced ones."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    unknown = set(kustomization) - KUSTOMIZATION_FIELDS
+    assert not unknown, f"{directory}/kustomization.yaml: fields this test cannot render: {sorted(unknown)}"
+    objects: list[dict[str, Any]] = []
+    for entry in kustomization.get("resources", []):
+        path = (directory / entry).resolve()
+        if path.is_dir():
+            objects.extend(render(path))
+            continue
+        # kustomize's default load restrictor: a file resource must lie inside the kustomization.
+        assert directory.resolve() in path.parents, f"{directory}: {entry} is outside the kustomization"
+        objects.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+    namespace = kustomization.get("namespace")
+    if namespace:
+        for obj in objects:
+            if obj["kind"] not in CLUSTER_SCOPED:
+                obj["metadata"]["namespace"] = namespace
+    return objects
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+@pytest.fixture(scope="module")
+def manifests() -> list[dict[str, Any]]:
+    return render(DEPLOY)
+
+
+def by_kind(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in manifests if obj["kind"] == kind]
+
+
+# --------------------------------------------------------------------------------------------
+# The files themselves
+# --------------------------------------------------------------------------------------------
+
+
+def test_deploy_crds_are_the_package_crds() -> None:
+    """adapters/crds is the single source (shipped in the package, printed by `clueue crds`);
+    deploy/crds holds copies because kustomize reads no file outside its directory."""
+    source = sorted(p.name for p in (REPO / "adapters" / "crds").glob("*.yaml"))
+    copies = sorted(p.name for p in (DEPLOY / "crds").glob("*.yaml") if p.name != "kustomization.yaml")
+    assert copies == source, "deploy/crds differs from adapters/crds: cp adapters/crds/*.yaml deploy/crds/"
+    different = [name for name in source
+                 if not filecmp.cmp(REPO / "adapters" / "crds" / name, DEPLOY / "crds" / name, shallow=False)]
+    assert not different, f"stale copies in deploy/crds: {different}; cp adapters/crds/*.yaml deploy/crds/"
+    listed = yaml.safe_load((DEPLOY / "crds" / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == source
+
+
+def test_every_namespaced_object_is_in_clueue_system_and_refers_to_it(manifests: list[dict[str, Any]]) -> None:
+    """The namespace is written in each file too (kustomize rewrites neither RBAC subjects nor
+    webhook Services everywhere), so `kubectl apply -f deploy/` agrees with `-k`."""
+    for path in DEPLOY.glob("*.yaml"):
+        if path.name == "kustomization.yaml":
+            continue
+        for obj in (doc for doc in yaml.safe_load_all(path.read_text()) if doc):
+            expected = None if obj["kind"] in CLUSTER_SCOPED else NAMESPACE
+            assert obj["metadata"].get("namespace") == expected, f"{path.name}: {key(obj)}"
+    for binding in by_kind(manifests, "ClusterRoleBinding") + by_kind(manifests, "RoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+    for configuration in by_kind(manifests, "MutatingWebhookConfiguration") + by_kind(
+            manifests, "ValidatingWebhookConfiguration"):
+        for webhook in configuration["webhooks"]:
+            assert webhook["clientConfig"]["service"]["namespace"] == NAMESPACE
+            excluded = webhook["namespaceSelector"]["matchExpressions"][0]
+            assert excluded["operator"] == "NotIn" and {"kube-system", NAMESPACE} <= set(excluded["values"])
+            assert webhook["failurePolicy"] == "Fail" and "caBundle" not in webhook["clientConfig"]
+
+
+def test_rendering_agrees_with_kubectl_kustomize_when_kubectl_is_installed(manifests: list[dict[str, Any]]) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:  # the reader above is then the only rendering: nothing to compare with
+        return
+    output = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=120)
+    assert output.returncode == 0, output.stderr
+    theirs = {key(obj): obj for obj in yaml.safe_load_all(output.stdout) if obj}
+    assert theirs == {key(obj): obj for obj in manifests}
+
+
+def test_containerfile_copies_everything_the_package_is_built_from() -> None:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    containerfile = (DEPLOY / "Containerfile").read_text()
+    sources = set(project["tool"]["setuptools"]["package-dir"].values()) | {"pyproject.toml",
+                                                                             project["project"]["readme"]}
+    copied = {part.rstrip("/") for line in containerfile.splitlines() if line.startswith("COPY ")
+              and "--from" not in line for part in line.split()[1:-1]}
+    assert sources <= copied, f"deploy/Containerfile does not COPY {sorted(sources - copied)}"
+    assert "USER 65532" in containerfile and 'ENTRYPOINT ["clueue"]' in containerfile
+    assert "pip wheel" in containerfile and ".[kube]" in containerfile
+
+
+# --------------------------------------------------------------------------------------------
+# On the apiserver
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    """A control plane of this module's own: the webhook configurations (failurePolicy Fail,
+    pointing at a Service with no endpoints) would refuse other tests' Pods."""
+    with ControlPlane(ensure_binaries()) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def applied(plane: ControlPlane, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """deploy/ applied server-side, in kustomize's order (the CRDs, installed by the control
+    plane already, are applied over); returns what the apiserver stored."""
+    stored = []
+    with plane.api_client() as api:
+        dynamic = DynamicClient(api)
+        for obj in manifests:
+            resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            try:
+                result = dynamic.server_side_apply(resource, body=obj, name=obj["metadata"]["name"],
+                                                   namespace=obj["metadata"].get("namespace"),
+                                                   field_manager="kubectl", force_conflicts=True)
+            except client.ApiException as error:
+                pytest.fail(f"the apiserver refused {key(obj)}: {api_error_message(error)}")
+            stored.append(result.to_dict())
+    return stored
+
+
+def test_every_manifest_is_accepted_by_the_apiserver(applied: list[dict[str, Any]],
+                                                    manifests: list[dict[str, Any]]) -> None:
+    assert [key(obj) for obj in applied] == [key(obj) for obj in manifests]
+    deployment = next(obj for obj in applied if obj["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    pdb = next(obj for obj in applied if obj["kind"] == "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+
+
+def test_the_pod_template_meets_the_restricted_pod_security_standard(plane: ControlPlane, applied: Any,
+                                                                     manifests: list[dict[str, Any]]) -> None:
+    """No kubelet runs Pods here, but PodSecurity admission judges a Pod when it is created: a
+    dry run of the Deployment's Pod in clueue-system (which enforces `restricted`) is admitted,
+    and the same Pod made to run as root is refused, which shows the check is really made."""
+    template = by_kind(manifests, "Deployment")[0]["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "template-check", **template["metadata"]},
+           "spec": template["spec"]}
+    root = copy.deepcopy(pod)
+    root["spec"]["securityContext"] = {"runAsUser": 0}
+    root["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    with plane.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod(NAMESPACE, pod, dry_run="All")
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod(NAMESPACE, root, dry_run="All")
+    assert refused.value.status == 403 and "restricted" in api_error_message(refused.value)
+
+
+# --------------------------------------------------------------------------------------------
+# RBAC, as the controller's ServiceAccount
+# --------------------------------------------------------------------------------------------
+
+
+def service_account_kubeconfig(plane: ControlPlane, path: Path) -> Path:
+    """A kubeconfig for the controller's ServiceAccount: the plane's server and CA, and a token
+    the apiserver minted for it (TokenRequest needs no controller-manager). No admin certificate."""
+    with plane.api_client() as api:
+        request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
+            audiences=[], expiration_seconds=3600))
+        token = client.CoreV1Api(api).create_namespaced_service_account_token(
+            SERVICE_ACCOUNT, NAMESPACE, request).status.token
+    admin = yaml.safe_load(plane.kubeconfig.read_text())
+    user = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "clueue", "context": {"cluster": admin["clusters"][0]["name"], "user": user}}],
+        "current-context": "clueue"}))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture(scope="module")
+def controller_kubeconfig(plane: ControlPlane, applied: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return service_account_kubeconfig(plane, tmp_path_factory.mktemp("sa") / "kubeconfig")
+
+
+@pytest.fixture(scope="module")
+def as_controller(controller_kubeconfig: Path) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(config_file=str(controller_kubeconfig))
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+# (verb, group, resource, namespace, name): "" namespace is every namespace (or a cluster-scoped
+# object); "" name is any object.
+Access = tuple[str, str, str, str, str]
+
+
+def _everywhere(verbs: str, group: str, resources: str) -> list[Access]:
+    return [(verb, group, resource, ns, "") for verb in verbs.split() for resource in resources.split()
+            for ns in ("", "team-a")]
+
+
+#: What the controller calls (adapters/kube, adapters/controller, adapters/webhook).
+NEEDED: list[Access] = [
+    *_everywhere("get list watch", "", "namespaces nodes"),
+    *_everywhere("get list watch", "scheduling.k8s.io", "priorityclasses"),
+    *_everywhere("get list watch", "kueue.x-k8s.io",
+                 "resourceflavors clusterqueues cohorts localqueues workloadpriorityclasses"),
+    *_everywhere("get list watch update delete", "", "pods"),
+    *_everywhere("get list watch create update delete", "kueue.x-k8s.io", "workloads"),
+    *_everywhere("get update", "kueue.x-k8s.io", "workloads/status clusterqueues/status localqueues/status"),
+    *_everywhere("create", "", "events"),
+    *[(verb, "admissionregistration.k8s.io", f"{kind}webhookconfigurations", "", name)
+      for verb in ("get", "update") for kind, name in (("mutating", MUTATING), ("validating", VALIDATING))],
+    ("create", "coordination.k8s.io", "leases", NAMESPACE, ""),
+    *[(verb, "coordination.k8s.io", "leases", NAMESPACE, name)
+      for verb in ("get", "update") for name in ("clueue-controller", "clueue-decider")],
+    ("create", "", "secrets", NAMESPACE, ""),
+    ("get", "", "secrets", NAMESPACE, "clueue-webhook-cert"),
+    ("update", "", "secrets", NAMESPACE, "clueue-webhook-cert"),
+]
+
+#: What a controller with this role must not be able to do.
+DENIED: list[Access] = [
+    ("get", "", "secrets", "default", "clueue-webhook-cert"),  # Secrets outside its namespace
+    ("list", "", "secrets", "", ""),
+    ("list", "", "secrets", NAMESPACE, ""),  # not even all of its own namespace's
+    ("get", "", "secrets", NAMESPACE, "another-secret"),
+    ("update", "", "secrets", NAMESPACE, "another-secret"),
+    ("create", "", "secrets", "default", ""),
+    ("delete", "", "secrets", NAMESPACE, "clueue-webhook-cert"),
+    ("delete", "", "namespaces", "", "team-a"),
+    ("create", "", "namespaces", "", ""),
+    ("create", "", "pods", "team-a", ""),
+    ("patch", "", "pods", "team-a", ""),
+    ("create", "", "pods/exec", "team-a", ""),
+    ("update", "", "pods/status", "team-a", ""),
+    ("update", "", "nodes", "", ""),
+    ("create", "", "configmaps", NAMESPACE, ""),
+    ("update", "kueue.x-k8s.io", "clusterqueues", "", ""),
+    ("delete", "kueue.x-k8s.io", "localqueues", "team-a", ""),
+    ("update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "another-webhook"),
+    ("update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "another-webhook"),
+    ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""),
+    ("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", VALIDATING),
+    ("list", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""),
+    ("create", "coordination.k8s.io", "leases", "kube-system", ""),
+    ("update", "coordination.k8s.io", "leases", "kube-system", "clueue-controller"),
+    ("update", "coordination.k8s.io", "leases", NAMESPACE, "another-lease"),
+    ("update", "coordination.k8s.io", "leases", "kube-node-lease", "node-1"),
+    ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", ""),
+    ("escalate", "rbac.authorization.k8s.io", "clusterroles", "", ""),
+    ("impersonate", "", "serviceaccounts", "", ""),
+    ("create", "", "serviceaccounts/token", NAMESPACE, SERVICE_ACCOUNT),
+    ("update", "apiextensions.k8s.io", "customresourcedefinitions", "", ""),
+]
+
+
+def allowed(api: client.ApiClient, access: Access) -> bool:
+    """Ask the apiserver, as the identity of ``api``, whether it may do ``access``."""
+    verb, group, resource, namespace, name = access
+    resource, _, subresource = resource.partition("/")
+    attributes = {"verb": verb, "group": group, "resource": resource, "subresource": subresource,
+                  "namespace": namespace, "name": name}
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+         "spec": {"resourceAttributes": attributes}})
+    return bool(review.status.allowed)
+
+
+def test_the_service_account_may_do_what_the_controller_calls(as_controller: client.ApiClient) -> None:
+    refused = [access for access in NEEDED if not allowed(as_controller, access)]
+    assert not refused, f"the role lacks: {refused}"
+
+
+def test_the_service_account_may_do_nothing_more(as_controller: client.ApiClient) -> None:
+    granted = [access for access in DENIED if allowed(as_controller, access)]
+    assert not granted, f"the role allows: {granted}"
+
+
+def test_the_token_really_works_and_is_really_refused(plane: ControlPlane, as_controller: client.ApiClient) -> None:
+    """Requests, not reviews: the review answers above are what the apiserver enforces."""
+    plane.create_namespace("team-a")
+    with plane.api_client() as admin:
+        client.CoreV1Api(admin).create_namespaced_secret(
+            "team-a", {"metadata": {"name": "private"}, "stringData": {"password": "hunter2"}})
+    core = client.CoreV1Api(as_controller)
+    assert core.list_pod_for_all_namespaces().items is not None
+    coordination = client.CoordinationV1Api(as_controller)
+    lease = coordination.create_namespaced_lease(NAMESPACE, {"metadata": {"name": "clueue-decider"}})
+    coordination.replace_namespaced_lease("clueue-decider", NAMESPACE, lease)
+    with plane.api_client() as admin:  # an empty record would only be in the controller's way
+        client.CoordinationV1Api(admin).delete_namespaced_lease("clueue-decider", NAMESPACE)
+    for forbidden in (lambda: core.read_namespaced_secret("private", "team-a"),
+                      lambda: core.list_secret_for_all_namespaces(),
+                      lambda: coordination.create_namespaced_lease("team-a", {"metadata": {"name": "x"}})):
+        with pytest.raises(client.ApiException) as error:
+            forbidden()
+        assert error.value.status == 403
