@@ -1,0 +1,144 @@
+"""The Mutating- and ValidatingWebhookConfiguration that register the Pod webhook.
+
+The same bodies are registered by the code and written in ``deploy/`` (the deploy test compares
+them with :func:`webhook_configurations`). Decisions they encode (docs/webhook.md):
+
+- ``failurePolicy: Fail``: while the webhook is down, a Pod subject to queueing is refused
+  rather than created ungated (it would run without an admission).
+- The namespace selector is the Config's (kube-system and the controller's namespace excluded by
+  default), so Pods there, including clueue's own, never depend on the webhook.
+- The mutating webhook's object selector requires the queue-name label: Pods without it are
+  never queued, so the webhook being down never blocks them. The validating webhook's requires
+  the managed label: only Pods clueue manages have anything to validate.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from clueue.adapters.kube.retry import call
+from clueue.engine import AdapterError
+from clueue.engine.config import Config
+from clueue.engine.objects import LabelSelector, Requirement
+from clueue.engine.workloads import QUEUE_LABEL
+
+from .mutate import MANAGED_LABEL
+
+__all__ = ["MUTATING_NAME", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH", "webhook_configurations",
+           "selector_body", "register_configurations"]
+
+MUTATING_NAME = "clueue-pod-mutating"
+VALIDATING_NAME = "clueue-pod-validating"
+MUTATE_PATH = "/mutate-pods"
+VALIDATE_PATH = "/validate-pods"
+#: Seconds the apiserver waits for an answer before failurePolicy applies.
+TIMEOUT_S = 10
+
+
+def selector_body(selector: LabelSelector, *extra: Requirement) -> dict[str, Any]:
+    """``selector`` (plus ``extra`` requirements) as a Kubernetes LabelSelector body."""
+    body: dict[str, Any] = {}
+    if selector.match_labels:
+        body["matchLabels"] = dict(selector.match_labels)
+    expressions = [*selector.match_expressions, *extra]
+    if expressions:
+        body["matchExpressions"] = [
+            {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
+            for r in expressions]
+    return body
+
+
+def _client_config(path: str, namespace: str, service: str | None, url: str | None, service_port: int,
+                   ca_bundle: bytes) -> dict[str, Any]:
+    if (service is None) == (url is None):
+        raise ValueError("webhook_configurations needs exactly one of service= and url=")
+    where: dict[str, Any] = ({"url": url.rstrip("/") + path} if url is not None else
+                             {"service": {"namespace": namespace, "name": service, "path": path,
+                                          "port": service_port}})
+    if ca_bundle:
+        where["caBundle"] = base64.b64encode(ca_bundle).decode()
+    return where
+
+
+def webhook_configurations(namespace: str, service: str | None = None, url: str | None = None,
+                           ca_bundle: bytes = b"", config: Config = Config(), *,
+                           service_port: int = 443) -> list[dict[str, Any]]:
+    """The MutatingWebhookConfiguration and ValidatingWebhookConfiguration of the Pod webhook.
+
+    Parameters:
+        namespace: the controller's namespace (where ``service`` lives).
+        service: the webhook's Service, reached on ``service_port``; or
+        url: the server's base address, e.g. ``https://127.0.0.1:9443`` (tests on loopback);
+            the paths ``/mutate-pods`` and ``/validate-pods`` are appended.
+        ca_bundle: PEM of the CA that signed the serving certificate (empty: patched later by
+            :class:`~clueue.adapters.webhook.certs.CertManager`).
+        config: whose namespace and pod selectors scope the webhooks.
+    """
+    namespaces = selector_body(config.effective_namespace_selector())
+    common = {"failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+              "matchPolicy": "Equivalent", "timeoutSeconds": TIMEOUT_S, "namespaceSelector": namespaces}
+    mutating = {
+        "name": "gate-pods.clueue.dev", **common,
+        "clientConfig": _client_config(MUTATE_PATH, namespace, service, url, service_port, ca_bundle),
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+                   "scope": "Namespaced"}],
+        "objectSelector": selector_body(config.pod_selector, Requirement(QUEUE_LABEL, "Exists")),
+        "reinvocationPolicy": "Never",
+    }
+    validating = {
+        "name": "validate-pods.clueue.dev", **common,
+        "clientConfig": _client_config(VALIDATE_PATH, namespace, service, url, service_port, ca_bundle),
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                   "resources": ["pods"], "scope": "Namespaced"}],
+        # On UPDATE the apiserver matches the old or the new object: removing the label is seen.
+        "objectSelector": {"matchExpressions": [{"key": MANAGED_LABEL, "operator": "Exists"}]},
+    }
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": MUTATING_NAME}, "webhooks": [mutating]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": VALIDATING_NAME}, "webhooks": [validating]},
+    ]
+
+
+def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, Any]]) -> None:
+    """Create or replace each webhook configuration of ``bodies`` (keeping the caBundle already
+    patched into it when the body has none).
+
+    Raises:
+        AdapterError: the API refused (e.g. no permission on the configurations).
+    """
+    admission = client.AdmissionregistrationV1Api(api)
+    for body in bodies:
+        kind, name = body["kind"], body["metadata"]["name"]
+        mutating = kind == "MutatingWebhookConfiguration"
+        read = admission.read_mutating_webhook_configuration if mutating else \
+            admission.read_validating_webhook_configuration
+        create = admission.create_mutating_webhook_configuration if mutating else \
+            admission.create_validating_webhook_configuration
+        replace = admission.replace_mutating_webhook_configuration if mutating else \
+            admission.replace_validating_webhook_configuration
+        try:
+            try:
+                current = api.sanitize_for_serialization(call(lambda: read(name)))
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+                call(lambda: create(body))
+                continue
+            bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
+            wanted = {**body, "metadata": {**body["metadata"],
+                                           "resourceVersion": current["metadata"]["resourceVersion"]}}
+            for w in wanted["webhooks"]:
+                if not w["clientConfig"].get("caBundle") and bundles.get(w["name"]):
+                    w["clientConfig"] = {**w["clientConfig"], "caBundle": bundles[w["name"]]}
+            call(lambda: replace(name, wanted))
+        except ApiException as e:
+            raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; the controller "
+                               "needs get, create and update on admissionregistration.k8s.io "
+                               f"{kind.lower()}s") from e
