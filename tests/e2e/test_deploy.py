@@ -118,6 +118,19 @@ def test_every_namespaced_object_is_in_clueue_system_and_refers_to_it(manifests:
             assert webhook["failurePolicy"] == "Fail" and "caBundle" not in webhook["clientConfig"]
 
 
+def test_webhook_configurations_are_the_ones_the_controller_registers(manifests: list[dict[str, Any]]) -> None:
+    """deploy/webhooks.yaml and webhook_configurations() describe the same webhooks (labels
+    aside), so the manifests and a controller that registers its own configurations agree."""
+    from clueue.adapters.webhook.configuration import webhook_configurations
+
+    ours = {obj["metadata"]["name"]: {**obj, "metadata": {"name": obj["metadata"]["name"]}}
+            for obj in manifests if obj["kind"].endswith("WebhookConfiguration")}
+    registered = {obj["metadata"]["name"]: obj
+                  for obj in webhook_configurations(NAMESPACE, service="clueue-webhook")}
+    assert ours == registered
+    assert set(ours) == {MUTATING, VALIDATING}
+
+
 def test_rendering_agrees_with_kubectl_kustomize_when_kubectl_is_installed(manifests: list[dict[str, Any]]) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:  # the reader above is then the only rendering: nothing to compare with
@@ -268,19 +281,19 @@ NEEDED: list[Access] = [
     *[(verb, "coordination.k8s.io", "leases", NAMESPACE, name)
       for verb in ("get", "update") for name in ("clueue-controller", "clueue-decider")],
     ("create", "", "secrets", NAMESPACE, ""),
-    ("get", "", "secrets", NAMESPACE, "clueue-webhook-cert"),
-    ("update", "", "secrets", NAMESPACE, "clueue-webhook-cert"),
+    ("get", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
+    ("update", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
 ]
 
 #: What a controller with this role must not be able to do.
 DENIED: list[Access] = [
-    ("get", "", "secrets", "default", "clueue-webhook-cert"),  # Secrets outside its namespace
+    ("get", "", "secrets", "default", "clueue-webhook-tls"),  # Secrets outside its namespace
     ("list", "", "secrets", "", ""),
     ("list", "", "secrets", NAMESPACE, ""),  # not even all of its own namespace's
     ("get", "", "secrets", NAMESPACE, "another-secret"),
     ("update", "", "secrets", NAMESPACE, "another-secret"),
     ("create", "", "secrets", "default", ""),
-    ("delete", "", "secrets", NAMESPACE, "clueue-webhook-cert"),
+    ("delete", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
     ("delete", "", "namespaces", "", "team-a"),
     ("create", "", "namespaces", "", ""),
     ("create", "", "pods", "team-a", ""),
