@@ -332,5 +332,8 @@ from .cli_bench import bench, bench_compare  # noqa: E402 - `clueue bench` lives
 main.add_command(bench)
 main.add_command(bench_compare)
 
+from .cli_list import list_group  # noqa: E402 - `clueue list` lives in its own module
+main.add_command(list_group)
+
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ from .errors import api_errors
 from .kinds import KUEUE_GROUP, kueue_version
 from .lease import LEASE_NAME, DeciderLease
 from .read import read_cluster
+from .queue_status import write_queue_status
 
 __all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S"]
 
@@ -64,5 +65,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         snapshot = read_cluster(api)
         plan = run(snapshot)
         applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease else None)
+        if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
+            applied.writes += write_queue_status(api, snapshot, plan, version=str(kueue_version(api)),
+                                                 fence=lease.fence if lease else None, errors=applied.errors)
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config).workloads)]
     return Decided(plan, applied)

@@ -1,0 +1,201 @@
+"""``clueue list workloads|clusterqueues|localqueues``: kueuectl's listings, from one decision cycle.
+
+Reads the snapshot files given, or without PATH the live cluster (as ``clueue plan`` does), runs
+a guarded cycle and prints what the cluster is once its plan is applied: each workload's status
+and, for a waiting one, its position in its LocalQueue and ClusterQueue (from 0, as Kueue's
+visibility API and kueuectl number them); each queue's counts and ``Active`` condition, as
+clueue writes them in the queues' status (engine/queues.py). Writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Sequence
+
+import click
+
+from clueue.engine import Plan, Snapshot
+from clueue.engine.plan import WorkloadEntry
+from clueue.engine.queues import QueueStatuses, queue_statuses
+
+from .cli import _cycle, _cycle_options, _guard, _scope_options, _snapshot
+from .render import dump
+from .scope import Scope
+
+__all__ = ["list_group"]
+
+#: kueuectl's --status values -> the plan's states they select. clueue admits without admission
+#: checks, so no workload only reserves quota: quotareserved selects none.
+STATUSES = {"all": ("admitted", "pending", "inadmissible", "finished"), "pending": ("pending", "inadmissible"),
+            "quotareserved": (), "admitted": ("admitted",), "finished": ("finished",)}
+_POD_TYPES = ("pod", "pods", "po")
+_WORKLOAD_TYPES = ("workload", "workloads", "wl", "workload.kueue.x-k8s.io", "workloads.kueue.x-k8s.io")
+
+
+def _paths(fn: Any) -> Any:
+    return click.argument("paths", nargs=-1, metavar="[PATH...]")(fn)
+
+
+def _decide(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
+            policies: tuple[str, ...], config_path: str | None, time_budget: float | None
+            ) -> tuple[Snapshot, Plan, QueueStatuses]:
+    snapshot = _snapshot(paths, kubeconfig, context, in_cluster)
+    plan = _cycle(snapshot, policies, config_path, time_budget)
+    return snapshot, plan, queue_statuses(snapshot, plan)
+
+
+def _age(created: int | None, now: float) -> str:
+    """How long ago, as kubectl's AGE column abbreviates it."""
+    if not created:
+        return "<unknown>"
+    seconds = max(0, int(now - created))
+    for limit, unit, size in ((120, "s", 1), (2 * 3600, "m", 60), (48 * 3600, "h", 3600)):
+        if seconds < limit:
+            return f"{seconds // size}{unit}"
+    return f"{seconds // 86400}d"
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Left-aligned columns three spaces apart, as kubectl prints them."""
+    cells = [list(headers)] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "".join("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in cells)
+
+
+def _emit(headers: Sequence[str], rows: list[dict[str, Any]], keys: Sequence[str], fmt: str, empty: str) -> None:
+    if fmt != "text":
+        click.echo(dump(rows, fmt), nl=False)
+    elif not rows:
+        click.echo(empty, err=True)
+    else:
+        click.echo(_table(headers, ([r.get(k) for k in keys] for r in rows)), nl=False)
+
+
+def _created(entry: WorkloadEntry, snapshot: Snapshot) -> int | None:
+    """When the workload was created: its Workload object's time, else its oldest pod's."""
+    obj = snapshot.workloads.get(entry.name)
+    if obj is not None:
+        return obj.created
+    ns = entry.name.split("/", 1)[0]
+    times = [p.created for p in (snapshot.pods.get(f"{ns}/{name}") for name, _ in entry.pods) if p is not None]
+    return min(times) if times else None
+
+
+def _for(text: str | None) -> tuple[str, str] | None:
+    """``--for TYPE/NAME``: ("pod" | "workload", NAME)."""
+    if text is None:
+        return None
+    kind, _, name = text.partition("/")
+    kind = kind.lower()
+    if not name or "/" in name:
+        raise click.BadParameter("must be in TYPE/NAME form (pod/NAME or workload/NAME)", param_hint="--for")
+    if kind in _POD_TYPES:
+        return "pod", name
+    if kind in _WORKLOAD_TYPES:
+        return "workload", name
+    raise click.BadParameter(f"clueue reads no {kind!r} objects: give pod/NAME (the workload of that pod) or "
+                             "workload/NAME", param_hint="--for")
+
+
+def _owned_by(entry: WorkloadEntry, target: tuple[str, str], namespace: str | None) -> bool:
+    ns, name = entry.name.split("/", 1)
+    if namespace is not None and ns != namespace:
+        return False
+    kind, wanted = target
+    return name == wanted if kind == "workload" else any(pod == wanted for pod, _ in entry.pods)
+
+
+@click.group("list", short_help="List workloads or queues as kueuectl does, from one cycle; writes nothing.")
+def list_group() -> None:
+    """List workloads, ClusterQueues or LocalQueues as kueuectl lists them, from one decision
+    cycle over the snapshot files given or, without PATH, the live cluster. Writes nothing."""
+
+
+@list_group.command("workloads")
+@_paths
+@_scope_options
+@click.option("--for", "for_", metavar="TYPE/NAME", help="Only the workload of this object: pod/NAME (the workload "
+              "the pod belongs to) or workload/NAME, in namespace -n (default: any namespace).")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(sorted(STATUSES), case_sensitive=False),
+              help="Only workloads of this status (repeatable): pending (waiting, inadmissible too), admitted, "
+                   "finished, quotareserved (none: clueue admits without admission checks) or all.")
+@click.option("--clusterqueue", "-c", metavar="NAME", help="Only workloads of this ClusterQueue.")
+@click.option("--localqueue", "-q", metavar="NAME", help="Only workloads of LocalQueues of this name.")
+@_cycle_options
+@_guard
+def workloads(paths: tuple[str, ...], scope: Scope, for_: str | None, statuses: tuple[str, ...],
+              clusterqueue: str | None, localqueue: str | None, kubeconfig: str | None, context: str | None,
+              in_cluster: bool, policies: tuple[str, ...], config_path: str | None, time_budget: float | None,
+              fmt: str) -> None:
+    """List workloads with their status and, for waiting ones, their positions in their LocalQueue
+    and ClusterQueue (from 0, in the order the cycle would admit them)."""
+    target = _for(for_)
+    snapshot, plan, queues = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    wanted = {s for status in (statuses or ("all",)) for s in STATUSES[status.lower()]}
+    now = time.time()
+    rows = []
+    for w in plan.workloads:
+        if (w.state not in wanted or not scope.shows(w, snapshot) or (target and not _owned_by(w, target, scope.namespace))
+                or (clusterqueue and w.cluster_queue != clusterqueue) or (localqueue and w.queue != localqueue)):
+            continue
+        ns, name = w.name.split("/", 1)
+        cq_position, lq_position = queues.positions.get(w.name, (None, None))
+        rows.append({"namespace": ns, "name": name, "localQueue": w.queue, "clusterQueue": w.cluster_queue,
+                     "status": w.state, "positionInLocalQueue": lq_position, "positionInClusterQueue": cq_position,
+                     "priority": w.priority, "age": _age(_created(w, snapshot), now)})
+    headers = ["NAME", "LOCALQUEUE", "CLUSTERQUEUE", "STATUS", "POSITION IN LQ", "POSITION IN CQ", "PRIORITY", "AGE"]
+    keys = ["name", "localQueue", "clusterQueue", "status", "positionInLocalQueue", "positionInClusterQueue",
+            "priority", "age"]
+    if scope.namespace is None:
+        headers, keys = ["NAMESPACE", *headers], ["namespace", *keys]
+    for row in rows if fmt == "text" else ():
+        row["status"] = row["status"].upper()
+    _emit(headers, rows, keys, fmt, "No workloads found" + (f" in namespace {scope.namespace}." if scope.namespace else "."))
+
+
+@list_group.command("clusterqueues")
+@_paths
+@click.option("--active", type=click.Choice(["true", "false"], case_sensitive=False),
+              help="Only ClusterQueues whose Active condition is this.")
+@_cycle_options
+@_guard
+def clusterqueues(paths: tuple[str, ...], active: str | None, kubeconfig: str | None, context: str | None,
+                  in_cluster: bool, policies: tuple[str, ...], config_path: str | None, time_budget: float | None,
+                  fmt: str) -> None:
+    """List ClusterQueues with their pending and admitted workloads and whether they are active."""
+    snapshot, _, queues = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    rows = []
+    for name, status in queues.cluster_queues.items():
+        if active is not None and status.active.status.lower() != active.lower():
+            continue
+        rows.append({"name": name, "cohort": snapshot.cluster_queues[name].cohort, "pending": status.pending,
+                     "admitted": status.admitted, "active": status.active.status.lower(),
+                     "status": {**status.to_dict(), "conditions": [status.active.to_dict()]}})
+    _emit(["NAME", "COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS", "ACTIVE"], rows,
+          ["name", "cohort", "pending", "admitted", "active"], fmt, "No ClusterQueues found.")
+
+
+@list_group.command("localqueues")
+@_paths
+@_scope_options
+@click.option("--clusterqueue", "-c", metavar="NAME", help="Only LocalQueues of this ClusterQueue.")
+@_cycle_options
+@_guard
+def localqueues(paths: tuple[str, ...], scope: Scope, clusterqueue: str | None, kubeconfig: str | None,
+                context: str | None, in_cluster: bool, policies: tuple[str, ...], config_path: str | None,
+                time_budget: float | None, fmt: str) -> None:
+    """List LocalQueues with their ClusterQueue and their pending and admitted workloads."""
+    if scope.selector is not None:
+        raise click.UsageError("-l/--selector selects workloads; list localqueues takes -n or -A")
+    _, _, queues = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    rows = [{"namespace": s.namespace, "name": s.name, "clusterQueue": s.cluster_queue, "pending": s.pending,
+             "admitted": s.admitted, "active": s.active.status.lower(),
+             "status": {**s.to_dict(), "conditions": [s.active.to_dict()]}}
+            for s in queues.local_queues.values()
+            if (scope.namespace is None or s.namespace == scope.namespace)
+            and (clusterqueue is None or s.cluster_queue == clusterqueue)]
+    headers = ["NAME", "CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]
+    keys = ["name", "clusterQueue", "pending", "admitted"]
+    if scope.namespace is None:
+        headers, keys = ["NAMESPACE", *headers], ["namespace", *keys]
+    _emit(headers, rows, keys, fmt, "No LocalQueues found" + (f" in namespace {scope.namespace}." if scope.namespace else "."))

@@ -1,0 +1,98 @@
+"""ClusterQueue and LocalQueue status, written by decide_and_apply as Kueue writes it, and
+`clueue list` against the live cluster.
+
+Runs on the shared control plane: the cycles it applies decide only over this test's own
+namespace (its `decide` leaves other tests' pods and Workloads out), so they write nothing of
+theirs but the status of their queues, which no other test reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+
+from click.testing import CliRunner
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from clueue.adapters.cli import main
+from clueue.adapters.kube import read_cluster
+from clueue.adapters.kube.decide import decide_and_apply
+from clueue.adapters.kube.kinds import kueue_version
+from clueue.adapters.kube.queue_status import write_queue_status
+from clueue.engine import Snapshot, load_policy, run_cycle
+from tests.e2e.test_adapter import create, gated_pod, queue_setup
+from tests.testenv.control_plane import ControlPlane
+
+GROUP = "kueue.x-k8s.io"
+
+
+def _ensure_namespace(api: client.ApiClient, name: str) -> None:
+    try:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
+def _only(ns: str):
+    """A cycle over the queues and ``ns``'s pods and Workloads alone."""
+    def decide(snapshot: Snapshot):
+        mine = dataclasses.replace(
+            snapshot, pods={k: v for k, v in snapshot.pods.items() if k.startswith(f"{ns}/")},
+            workloads={k: v for k, v in snapshot.workloads.items() if k.startswith(f"{ns}/")})
+        return run_cycle(mine, load_policy())
+    return decide
+
+
+def test_queue_status_is_written_once_and_list_shows_positions(kube: ControlPlane) -> None:
+    t = uuid.uuid4().hex[:6]
+    with kube.api_client() as api:
+        _ensure_namespace(api, "clueue-system")  # where apply takes its Lease
+        ns = queue_setup(api, t, nominal=2)
+        for i, cpu in enumerate(("1500m", "1", "1")):
+            create(api, gated_pod(ns, f"p{i}", cpu=cpu))
+        applied = decide_and_apply(api, load_policy(), decide=_only(ns)).applied
+        assert not applied.errors, applied.errors
+        assert f"status ClusterQueue cq-{t}" in applied.writes and f"status LocalQueue {ns}/main" in applied.writes
+
+        custom = client.CustomObjectsApi(api)
+        cq = custom.get_cluster_custom_object(GROUP, "v1beta1", "clusterqueues", f"cq-{t}")["status"]
+        assert (cq["pendingWorkloads"], cq["reservingWorkloads"], cq["admittedWorkloads"]) == (2, 1, 1)
+        assert cq["flavorsUsage"] == [{"name": f"fl-{t}", "resources": [{"name": "cpu", "total": "1500m",
+                                                                          "borrowed": "0"}]}]
+        assert cq["flavorsReservation"] == cq["flavorsUsage"]
+        [active] = cq["conditions"]
+        assert (active["type"], active["status"], active["reason"]) == ("Active", "True", "Ready")
+        lq = custom.get_namespaced_custom_object(GROUP, "v1beta1", ns, "localqueues", "main")["status"]
+        assert (lq["pendingWorkloads"], lq["admittedWorkloads"]) == (2, 1)
+        # the admitted usage is named as the served (preferred) version names it
+        served = kueue_version(api)
+        usage, other = ("flavorUsage", "flavorsUsage") if served == "v1beta1" else ("flavorsUsage", "flavorUsage")
+        assert lq[usage] == [{"name": f"fl-{t}", "resources": [{"name": "cpu", "total": "1500m"}]}]
+        assert other not in lq
+
+        again = decide_and_apply(api, load_policy(), decide=_only(ns)).applied
+        assert not [w for w in again.writes if w.startswith("status ") and t in w], again.writes
+        assert custom.get_cluster_custom_object(GROUP, "v1beta1", "clusterqueues", f"cq-{t}")["status"][
+            "conditions"][0]["lastTransitionTime"] == active["lastTransitionTime"]
+
+        # written as the other version names it, the usage moves to that name
+        snapshot = read_cluster(api)
+        version = "v1beta1" if served == "v1beta2" else "v1beta2"
+        writes = write_queue_status(api, snapshot, _only(ns)(snapshot), version=version)
+        assert f"status LocalQueue {ns}/main" in writes
+        lq = custom.get_namespaced_custom_object(GROUP, version, ns, "localqueues", "main")["status"]
+        assert other in lq and usage not in lq
+
+    result = CliRunner().invoke(main, ["list", "workloads", "--kubeconfig", str(kube.kubeconfig), "-n", ns,
+                                       "--status", "pending", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert {(r["positionInClusterQueue"], r["positionInLocalQueue"]) for r in rows.values()} == {(0, 0), (1, 1)}
+    assert set(rows) == {"pod-p1", "pod-p2"}
+    result = CliRunner().invoke(main, ["list", "clusterqueues", "--kubeconfig", str(kube.kubeconfig)])
+    assert result.exit_code == 0, result.output
+    [row] = [line.split() for line in result.output.splitlines() if line.startswith(f"cq-{t} ")]
+    assert row[-3:] == ["2", "1", "true"]  # no cohort: PENDING, ADMITTED, ACTIVE end the row
