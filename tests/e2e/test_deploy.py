@@ -285,40 +285,50 @@ NEEDED: list[Access] = [
     ("update", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
 ]
 
+def _table(text: str) -> list[Access]:
+    """Rows of ``verb  resource[/subresource][.group]  namespace  name``; ``-`` is empty."""
+    rows = []
+    for line in text.strip().splitlines():
+        verb, resource, namespace, name = ("" if field == "-" else field for field in line.split())
+        resource, _, group = resource.partition(".")
+        rows.append((verb, group, resource, namespace, name))
+    return rows
+
+
 #: What a controller with this role must not be able to do.
-DENIED: list[Access] = [
-    ("get", "", "secrets", "default", "clueue-webhook-tls"),  # Secrets outside its namespace
-    ("list", "", "secrets", "", ""),
-    ("list", "", "secrets", NAMESPACE, ""),  # not even all of its own namespace's
-    ("get", "", "secrets", NAMESPACE, "another-secret"),
-    ("update", "", "secrets", NAMESPACE, "another-secret"),
-    ("create", "", "secrets", "default", ""),
-    ("delete", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
-    ("delete", "", "namespaces", "", "team-a"),
-    ("create", "", "namespaces", "", ""),
-    ("create", "", "pods", "team-a", ""),
-    ("patch", "", "pods", "team-a", ""),
-    ("create", "", "pods/exec", "team-a", ""),
-    ("update", "", "pods/status", "team-a", ""),
-    ("update", "", "nodes", "", ""),
-    ("create", "", "configmaps", NAMESPACE, ""),
-    ("update", "kueue.x-k8s.io", "clusterqueues", "", ""),
-    ("delete", "kueue.x-k8s.io", "localqueues", "team-a", ""),
-    ("update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "another-webhook"),
-    ("update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "another-webhook"),
-    ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""),
-    ("delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", VALIDATING),
-    ("list", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""),
-    ("create", "coordination.k8s.io", "leases", "kube-system", ""),
-    ("update", "coordination.k8s.io", "leases", "kube-system", "clueue-controller"),
-    ("update", "coordination.k8s.io", "leases", NAMESPACE, "another-lease"),
-    ("update", "coordination.k8s.io", "leases", "kube-node-lease", "node-1"),
-    ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", ""),
-    ("escalate", "rbac.authorization.k8s.io", "clusterroles", "", ""),
-    ("impersonate", "", "serviceaccounts", "", ""),
-    ("create", "", "serviceaccounts/token", NAMESPACE, SERVICE_ACCOUNT),
-    ("update", "apiextensions.k8s.io", "customresourcedefinitions", "", ""),
-]
+DENIED: list[Access] = _table(f"""
+    get          secrets                                        default          clueue-webhook-tls
+    list         secrets                                        -                -
+    list         secrets                                        {NAMESPACE}    -
+    get          secrets                                        {NAMESPACE}    another-secret
+    update       secrets                                        {NAMESPACE}    another-secret
+    create       secrets                                        default          -
+    delete       secrets                                        {NAMESPACE}    clueue-webhook-tls
+    delete       namespaces                                     -                team-a
+    create       namespaces                                     -                -
+    create       pods                                           team-a           -
+    patch        pods                                           team-a           -
+    create       pods/exec                                      team-a           -
+    update       pods/status                                    team-a           -
+    update       nodes                                          -                -
+    create       configmaps                                     {NAMESPACE}    -
+    update       clusterqueues.kueue.x-k8s.io                   -                -
+    delete       localqueues.kueue.x-k8s.io                     team-a           -
+    update       mutatingwebhookconfigurations.admissionregistration.k8s.io    -  another-webhook
+    update       validatingwebhookconfigurations.admissionregistration.k8s.io  -  another-webhook
+    create       mutatingwebhookconfigurations.admissionregistration.k8s.io    -  -
+    delete       validatingwebhookconfigurations.admissionregistration.k8s.io  -  {VALIDATING}
+    list         mutatingwebhookconfigurations.admissionregistration.k8s.io    -  -
+    create       leases.coordination.k8s.io                     kube-system      -
+    update       leases.coordination.k8s.io                     kube-system      clueue-controller
+    update       leases.coordination.k8s.io                     {NAMESPACE}    another-lease
+    update       leases.coordination.k8s.io                     kube-node-lease  node-1
+    create       clusterrolebindings.rbac.authorization.k8s.io  -                -
+    escalate     clusterroles.rbac.authorization.k8s.io         -                -
+    impersonate  serviceaccounts                                -                -
+    create       serviceaccounts/token                          {NAMESPACE}    {SERVICE_ACCOUNT}
+    update       customresourcedefinitions.apiextensions.k8s.io -                -
+""")
 
 
 def allowed(api: client.ApiClient, access: Access) -> bool:
