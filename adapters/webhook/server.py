@@ -1,0 +1,278 @@
+"""The Pod webhook's HTTPS server: AdmissionReview v1 in, AdmissionReview v1 out.
+
+``POST /mutate-pods`` answers with the JSONPatch of :func:`~clueue.adapters.webhook.mutate.mutate`,
+``POST /validate-pods`` with the refusals of :func:`~clueue.adapters.webhook.mutate.validate`,
+``GET /healthz`` with ``ok``. A request that is not an AdmissionReview gets HTTP 400. A failure
+inside a decision (a bug, or the namespace lookup failing) refuses the Pod with the error as its
+message, never crashes the server, and never allows the Pod through unmutated: with
+``failurePolicy: Fail`` no Pod subject to queueing is created ungated (docs/webhook.md).
+
+The certificate files are reloaded when they change (rotation), on the next connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from clueue.adapters.kube.retry import call
+from clueue.engine.config import Config
+
+from .configuration import MUTATE_PATH, VALIDATE_PATH
+from .mutate import mutate, validate
+
+__all__ = ["WebhookServer", "namespace_label_reader", "MAX_BODY_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: An AdmissionReview of a Pod is at most a few MiB (etcd's object limit is 1.5 MiB).
+MAX_BODY_BYTES = 8 * 2**20
+#: How long a namespace's labels read from the API are reused.
+NAMESPACE_CACHE_S = 5.0
+#: A connection that sends nothing for this long is dropped (it holds a thread).
+SOCKET_TIMEOUT_S = 30.0
+
+
+def namespace_label_reader(api: client.ApiClient, ttl: float = NAMESPACE_CACHE_S) -> Callable[[str], Mapping[str, str]]:
+    """A lookup of a namespace's labels that reads the Namespace and keeps it ``ttl`` seconds.
+
+    Raises (from the lookup): ApiException when the Namespace cannot be read after retries.
+    """
+    core = client.CoreV1Api(api)
+    cache: dict[str, tuple[float, Mapping[str, str]]] = {}
+    lock = threading.Lock()
+
+    def labels(name: str) -> Mapping[str, str]:
+        now = time.monotonic()
+        with lock:
+            hit = cache.get(name)
+        if hit is not None and now - hit[0] < ttl:
+            return hit[1]
+        ns = call(lambda: core.read_namespace(name))
+        found = dict(ns.metadata.labels or {})
+        with lock:
+            cache[name] = (now, found)
+        return found
+
+    return labels
+
+
+class _Tls:
+    """The server's SSL context, rebuilt when the certificate or key file changes."""
+
+    def __init__(self, cert_file: Path, key_file: Path) -> None:
+        self.cert_file, self.key_file = Path(cert_file), Path(key_file)
+        self._lock = threading.Lock()
+        self._stamp: tuple[float, float, int, int] | None = None
+        self._context: ssl.SSLContext | None = None
+        self.context()  # fail at once when the files are missing or do not match
+        if self._context is None:
+            raise ssl.SSLError(f"cannot load the webhook certificate {self.cert_file} with key {self.key_file}")
+
+    def _files_stamp(self) -> tuple[float, float, int, int]:
+        c, k = self.cert_file.stat(), self.key_file.stat()
+        return c.st_mtime, k.st_mtime, c.st_size, k.st_size
+
+    def context(self) -> ssl.SSLContext | None:
+        with self._lock:
+            try:
+                stamp = self._files_stamp()
+                if stamp != self._stamp:
+                    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                    context.minimum_version = ssl.TLSVersion.TLSv1_2
+                    context.load_cert_chain(self.cert_file, self.key_file)
+                    if self._context is not None:
+                        log.info("webhook certificate %s reloaded", self.cert_file)
+                    self._context, self._stamp = context, stamp
+            except (OSError, ssl.SSLError) as e:
+                # Mid-rotation (the key written, the certificate not yet): keep serving the old
+                # pair; the stamp is not recorded, so the next connection tries again.
+                log.warning("webhook certificate %s not reloaded: %s", self.cert_file, e)
+            return self._context
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    tls: _Tls
+    webhook: WebhookServer
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = self.socket.accept()
+        sock.settimeout(SOCKET_TIMEOUT_S)
+        context = self.tls.context()
+        assert context is not None  # _Tls refuses to start without one
+        # The handshake runs in the request's thread (finish_request), not in the accept loop.
+        wrapped = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        with self.connections_lock:
+            self.connections.add(wrapped)
+        return wrapped, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End the kept-alive connections too: a stopped server must answer nothing more."""
+        with self.connections_lock:
+            open_ = list(self.connections)
+        for sock in open_:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.do_handshake()
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up or fails the handshake is not the server's failure.
+        log.debug("webhook connection from %s failed", client_address, exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"  # the apiserver keeps connections open
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        log.debug("webhook %s " + format, self.client_address[0], *args)
+
+    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.split("?")[0] in ("/healthz", "/readyz"):
+            self._send(200, b"ok", "text/plain")
+        else:
+            self._send(404, b"not found", "text/plain")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?")[0]
+        if path not in (MUTATE_PATH, VALIDATE_PATH):
+            self._send(404, b"not found", "text/plain")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or "")
+            if not 0 < length <= MAX_BODY_BYTES:
+                raise ValueError(f"Content-Length {length} out of range")
+            review = json.loads(self.rfile.read(length))
+            request = review["request"]
+            if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
+                raise ValueError("request.uid is missing")
+        except (ValueError, KeyError, TypeError) as e:
+            self._send(400, f"not an AdmissionReview v1: {e}".encode(), "text/plain")
+            return
+        answer = self.server.webhook.review(path, request)
+        out = {"apiVersion": review.get("apiVersion") or "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "response": {"uid": request["uid"], **answer}}
+        self._send(200, json.dumps(out).encode())
+
+
+def _refused(message: str, code: int = HTTPStatus.FORBIDDEN) -> dict[str, Any]:
+    return {"allowed": False, "status": {"code": int(code), "message": message,
+                                         "reason": "Forbidden" if code == HTTPStatus.FORBIDDEN else "InternalError"}}
+
+
+class WebhookServer:
+    """The Pod webhook served over HTTPS, in a background thread.
+
+    Parameters:
+        config: which Pods are queued.
+        cert_file, key_file: the serving certificate and key (PEM); reloaded when they change.
+        host, port: where to listen; port 0 takes a free port (see :attr:`port`).
+        namespace_labels: the labels of a namespace by name (the controller passes one backed by
+            its watch cache); default: read from the API with ``api``, cached briefly.
+        on_gated: called once for each Pod gated (counts ``pods_gated_total``).
+        api: the ApiClient of the default ``namespace_labels``.
+    """
+
+    def __init__(self, config: Config, cert_file: Path, key_file: Path, host: str = "0.0.0.0", port: int = 9443,
+                 namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
+                 on_gated: Callable[[], None] | None = None, *, api: client.ApiClient | None = None) -> None:
+        if namespace_labels is None:
+            if api is None:
+                raise ValueError("WebhookServer needs namespace_labels or api to look up the labels of namespaces")
+            namespace_labels = namespace_label_reader(api)
+        self.config, self.namespace_labels, self.on_gated = config, namespace_labels, on_gated
+        self._tls = _Tls(cert_file, key_file)
+        self._host, self._wanted_port = host, port
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the one taken when 0 was asked)."""
+        return self._httpd.server_address[1] if self._httpd is not None else self._wanted_port
+
+    def start(self) -> WebhookServer:
+        """Listen and serve in a daemon thread; returns self."""
+        httpd = _Server((self._host, self._wanted_port), _Handler)
+        httpd.tls, httpd.webhook = self._tls, self
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="clueue-webhook", daemon=True)
+        self._thread.start()
+        log.info("webhook serving on https://%s:%d", self._host, self.port)
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and end the open connections."""
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd.close_connections()
+        if self._thread is not None:
+            self._thread.join()
+        self._httpd = self._thread = None
+
+    def review(self, path: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The AdmissionResponse (without ``uid``) to ``request`` received on ``path``."""
+        pod = request.get("object") if isinstance(request.get("object"), Mapping) else {}
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        name = f"{request.get('namespace') or ''}/{meta.get('name') or meta.get('generateName') or ''}"
+        if path == MUTATE_PATH:
+            try:
+                patch = mutate(request, self.config, self.namespace_labels)
+            except Exception as e:  # noqa: BLE001 - whatever failed, the Pod must not pass ungated
+                log.exception("webhook: gating Pod %s failed", name)
+                return _refused(f"clueue could not decide whether to gate Pod {name}: {type(e).__name__}: {e}; "
+                                "the Pod was not created (it would have run without an admission): retry",
+                                HTTPStatus.INTERNAL_SERVER_ERROR)
+            if not patch:
+                return {"allowed": True}
+            if self.on_gated is not None:
+                try:
+                    self.on_gated()
+                except Exception:  # noqa: BLE001 - a metric must not refuse a Pod
+                    log.exception("webhook: on_gated failed")
+            return {"allowed": True, "patchType": "JSONPatch",
+                    "patch": base64.b64encode(json.dumps(patch).encode()).decode()}
+        try:
+            problems = validate(request)
+        except Exception as e:  # noqa: BLE001 - answered, not raised
+            log.exception("webhook: validating Pod %s failed", name)
+            return _refused(f"clueue could not validate Pod {name}: {type(e).__name__}: {e}",
+                            HTTPStatus.INTERNAL_SERVER_ERROR)
+        if problems:
+            return _refused(f"Pod {name}: " + "; ".join(problems))
+        return {"allowed": True}
