@@ -27,7 +27,7 @@ from .plan import Plan, WorkloadEntry
 from .quantity import format_quantity, parse_quantity
 from .snapshot import Snapshot
 
-__all__ = ["ResourceUsage", "FlavorUsage", "Condition", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
+__all__ = ["ResourceUsage", "FlavorUsage", "Condition", "QueueStatus", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
            "queue_statuses", "pending_positions", "WAITING"]
 
 #: The plan's states of a workload that waits in its queue (Kueue: pending, active or inadmissible).
@@ -68,48 +68,46 @@ class Condition:
         return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
 
 
-def _counts(status: ClusterQueueStatus | LocalQueueStatus) -> dict[str, Any]:
-    return {"pendingWorkloads": status.pending, "reservingWorkloads": status.reserving,
-            "admittedWorkloads": status.admitted,
-            "flavorsReservation": [f.to_dict() for f in status.flavors_reservation]}
+@dataclass(frozen=True)
+class QueueStatus:
+    """What a ClusterQueue's and a LocalQueue's status have in common."""
+
+    active: Condition
+    pending: int = 0  # waiting in the queue (Kueue: active and inadmissible ones)
+    reserving: int = 0  # holding quota; clueue admits without admission checks, so = admitted
+    admitted: int = 0
+    flavors_reservation: tuple[FlavorUsage, ...] = ()  # per flavor and resource: held quota
+    flavors_usage: tuple[FlavorUsage, ...] = ()  # the same, of admitted workloads
+
+    def to_dict(self, version: str = "v1beta2") -> dict[str, Any]:
+        """The ``status`` fields in kueue.x-k8s.io ``version``, conditions apart."""
+        return {"pendingWorkloads": self.pending, "reservingWorkloads": self.reserving,
+                "admittedWorkloads": self.admitted,
+                "flavorsReservation": [f.to_dict() for f in self.flavors_reservation],
+                self._usage_field(version): [f.to_dict() for f in self.flavors_usage]}
+
+    def _usage_field(self, version: str) -> str:
+        return "flavorsUsage"
 
 
 @dataclass(frozen=True)
-class ClusterQueueStatus:
-    name: str
-    pending: int
-    reserving: int
-    admitted: int
-    flavors_reservation: tuple[FlavorUsage, ...]
-    flavors_usage: tuple[FlavorUsage, ...]
-    active: Condition
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``status`` fields, as Kueue names them in v1beta1 and v1beta2, conditions apart."""
-        return {**_counts(self), "flavorsUsage": [f.to_dict() for f in self.flavors_usage]}
+class ClusterQueueStatus(QueueStatus):
+    name: str = ""
 
 
 @dataclass(frozen=True)
-class LocalQueueStatus:
-    namespace: str
-    name: str
-    cluster_queue: str
-    pending: int
-    reserving: int
-    admitted: int
-    flavors_reservation: tuple[FlavorUsage, ...]
-    flavors_usage: tuple[FlavorUsage, ...]
-    active: Condition
+class LocalQueueStatus(QueueStatus):
+    namespace: str = ""
+    name: str = ""
+    cluster_queue: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def to_dict(self, version: str = "v1beta2") -> dict[str, Any]:
-        """The ``status`` fields in kueue.x-k8s.io ``version``, conditions apart: the admitted
-        usage is ``flavorUsage`` in v1beta1, ``flavorsUsage`` in v1beta2."""
-        usage = "flavorUsage" if version == "v1beta1" else "flavorsUsage"
-        return {**_counts(self), usage: [f.to_dict() for f in self.flavors_usage]}
+    def _usage_field(self, version: str) -> str:
+        # Kueue renamed a LocalQueue's admitted usage in v1beta2
+        return "flavorUsage" if version == "v1beta1" else "flavorsUsage"
 
 
 @dataclass(frozen=True)
@@ -253,13 +251,13 @@ def queue_statuses(snapshot: Snapshot, plan: Plan) -> QueueStatuses:
     cqs: dict[str, ClusterQueueStatus] = {}
     for name, cq in sorted(snapshot.cluster_queues.items()):
         usage = _flavors(cq, held_cq.get(name, {}), borrowed=True)
-        cqs[name] = ClusterQueueStatus(name, pending_cq[name], admitted_cq[name], admitted_cq[name], usage, usage,
-                                       _cluster_queue_active(cq, snapshot))
+        cqs[name] = ClusterQueueStatus(_cluster_queue_active(cq, snapshot), pending_cq[name], admitted_cq[name],
+                                       admitted_cq[name], usage, usage, name=name)
     lqs: dict[str, LocalQueueStatus] = {}
     for key, lq in sorted(snapshot.local_queues.items()):
         usage = _flavors(snapshot.cluster_queues.get(lq.cluster_queue), held_lq.get(key, {}), borrowed=False)
         active = _local_queue_active(lq.stop_policy if lq.stopped else None, cqs.get(lq.cluster_queue),
                                      lq.cluster_queue)
-        lqs[key] = LocalQueueStatus(lq.namespace, lq.name, lq.cluster_queue, pending_lq[key], admitted_lq[key],
-                                    admitted_lq[key], usage, usage, active)
+        lqs[key] = LocalQueueStatus(active, pending_lq[key], admitted_lq[key], admitted_lq[key], usage, usage,
+                                    namespace=lq.namespace, name=lq.name, cluster_queue=lq.cluster_queue)
     return QueueStatuses(cqs, lqs, positions)
