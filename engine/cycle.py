@@ -186,7 +186,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
 
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
     actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), decision)
-    actions += [Action("delete-pod", f"{a.pod.namespace}/{a.pod.name}", a.workload,
+    actions += [Action(a.kind, f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = decision.stats
     solver = SolverInfo(
@@ -296,13 +296,14 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
         base = dict(name=w.key, queue=w.queue, cluster_queue=cq, priority=w.priority, origin=w.origin,
                     rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests, pods=w.pod_refs)
         if w.finished:
-            entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished"),))
+            entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished", **w.finish),))
         elif w.key in decision.evicted or w.evict:
             reason = w.evict or _preempted(decision, w.key)
             entries[w.key] = WorkloadEntry(**base, state=_state((reason,)), reasons=(reason,))
         elif w.admission is not None:
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w), reasons=(
-                make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),))
+                make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),),
+                reclaimable=w.succeeded() if w.origin != "workload" else ())
         elif w.key in decision.preempting:
             entries[w.key] = WorkloadEntry(**base, state="pending", reasons=(_preempting(decision, w.key),))
         elif w.key in decision.assignments:

@@ -216,6 +216,9 @@ class KueueWorkload:
     owned_by_pods: bool = False  # made for plain pods: it stands for them and ends with them
     active: bool = True  # spec.active: false keeps it from being admitted and evicts it
     labels: Mapping[str, str] = field(default_factory=dict)  # metadata.labels, for `clueue plan -l`
+    uid: str = ""  # metadata.uid: the pods ungated for it record it (a group whose Workload is gone has ended)
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    owners: tuple[str, ...] = ()  # uids of the Pods among its ownerReferences, sorted
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,7 @@ class Pod:
     tolerations: tuple[Toleration, ...]
     role_hash: str
     source: str = field(default="", compare=False, repr=False)  # where it was read, for messages only
+    finalizer: bool = False  # holds the finalizer kueue.x-k8s.io/managed (so it is still tracked)
 
 
 @dataclass(frozen=True)

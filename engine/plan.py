@@ -57,6 +57,8 @@ class WorkloadEntry:
     pods: tuple[tuple[str, str], ...] = ()  # (name, uid) of the pods it is made of, for plain pods
     admission: tuple[PodSetAssignment, ...] = ()
     reasons: tuple[Reason, ...] = ()
+    # (pod set, succeeded pods) of an admitted pod group: its status.reclaimablePods
+    reclaimable: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "queue": self.queue, "clusterQueue": self.cluster_queue,
@@ -69,6 +71,8 @@ class WorkloadEntry:
         if self.admission:
             out["admission"] = {"clusterQueue": self.cluster_queue, "podSets": [a.to_dict() for a in self.admission]}
         out["reasons"] = [r.to_dict() for r in self.reasons]
+        if self.reclaimable:
+            out["reclaimablePods"] = [{"name": name, "count": count} for name, count in self.reclaimable]
         return out
 
 
@@ -77,8 +81,9 @@ class Action:
     """Something an adapter does to apply the plan.
 
     Kinds: ``admit`` (write the Workload's admission), ``ungate`` (remove the admission gate of
-    a pod, add ``nodeSelector`` and any ``annotations``), ``delete-pod`` (an excess pod),
-    ``preempt`` (evict an admitted workload and delete its pods).
+    a pod, add ``nodeSelector`` and any ``annotations``), ``delete-pod`` (an excess pod, or a
+    pod of a group whose Workload was deleted), ``finalize-pod`` (remove the pod's finalizer
+    ``kueue.x-k8s.io/managed``), ``preempt`` (evict an admitted workload and delete its pods).
     """
 
     kind: str

@@ -95,7 +95,18 @@ _KINDS = (
                "admitted in ClusterQueue {{clusterQueue}} using {{flavors|join(', ')}}"),
     ReasonKind("AlreadyAdmitted", None, ("clusterQueue",),
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
-    ReasonKind("Finished", None, (), "all its pods have finished"),
+    ReasonKind("Finished", None, (),
+               "{% if total is defined %}its pods have finished: {{succeeded}} of {{total}} succeeded"
+               "{% else %}its Workload is Finished{% endif %}"),
+    # Why a pod's finalizer kueue.x-k8s.io/managed is removed (finalize-pod), or why it is deleted
+    ReasonKind("WorkloadFinished", None, ("workload",),
+               "workload {{workload}} has finished: the pod is no longer tracked"),
+    ReasonKind("PodReplaced", None, ("workload", "podSet"),
+               "a pod that workload {{workload}} owns replaces this failed pod of pod set {{podSet}}"),
+    ReasonKind("WorkloadDeleted", None, ("workload",),
+               "the Workload {{workload}} this pod was admitted with is deleted: its group has ended"),
+    ReasonKind("PodDeleting", None, ("workload",),
+               "the pod is being deleted and holds no admission of workload {{workload}}"),
     ReasonKind("Deactivated", None, (), "the Workload is deactivated (spec.active is false)", True),
     ReasonKind("QuotaUnknown", None, ("clusterQueue", "object"),
                "{{object}}, which clueue cannot read, may hold quota in the quota tree of ClusterQueue "

@@ -31,6 +31,7 @@ __all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector",
 KUEUE_PREFIX = "kueue.x-k8s.io/"
 # Where a grouped pod keeps its role once clueue has ungated it (ungating changes the hashed spec).
 ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
+POD_FINALIZER = KUEUE_PREFIX + "managed"  # set by the webhook on queued pods; removed once a pod is done with
 KUEUE_GROUP = "kueue.x-k8s.io"
 INT32_LIMIT = 2**31  # Kubernetes' counts and priorities are int32
 
@@ -405,6 +406,7 @@ def _pod(f: Fields) -> Pod:
         priority_class_name=f.string("spec.priorityClassName"), requests=shape.requests,
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
+        finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
     )
 
 
@@ -512,16 +514,19 @@ def _workload(f: Fields) -> KueueWorkload:
     reclaimable = {}
     for p, r in f.objects("status.reclaimablePods"):
         reclaimable[f.string(f"{p}.name", "", r.get("name")) or ""] = f.count(f"{p}.count", 0, r.get("count"))
+    pod_owners = [o for _, o in f.objects("metadata.ownerReferences", f.meta.get("ownerReferences"))
+                  if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"]
     return KueueWorkload(
         namespace=f.namespace, name=f.name, queue_name=f.string("spec.queueName", "") or "",
         priority=f.integer("spec.priority"),
         priority_class=f.string("spec.priorityClassName") or f.string("spec.priorityClassRef.name", value=ref.get("name")),
         pod_sets=tuple(pod_sets), admission=admission, finished=finished,
         created=f.timestamp(), reclaimable=reclaimable,
-        owned_by_pods=any(o.get("kind") == "Pod" and o.get("apiVersion") == "v1"
-                          for _, o in f.objects("metadata.ownerReferences", f.meta.get("ownerReferences"))),
+        owned_by_pods=bool(pod_owners),
         active=f.flag("spec.active", True),
         labels=f.string_map("metadata.labels", f.meta.get("labels") or {}),
+        uid=f.string("metadata.uid", "") or "", deleting=f.meta.get("deletionTimestamp") is not None,
+        owners=tuple(sorted(str(o.get("uid") or "") for o in pod_owners)),
     )
 
 

@@ -6,6 +6,11 @@ split into pod sets by role hash (at most 8 roles), or shaped by the ``pod-group
 annotation when a driver creates its workers later. Extra pods get ``delete-pod`` actions,
 youngest first; failed pods are replaced within the same quota; succeeded pods of an admitted
 group release their quota (reclaimable pods).
+
+Pods are tracked by the finalizer ``kueue.x-k8s.io/managed``; a ``finalize-pod`` action removes
+it once the pod no longer matters (:meth:`_Builder._finalize_group`). A group whose live pods
+were ungated for a Workload (``clueue.dev/workload-uid``, recorded by the adapter when it
+ungates them) that is now gone or being deleted has ended: its pods are deleted (:meth:`_Builder._ended`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from .reasons import Reason, make_reason
 from .trees import quota_trees
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
 
-__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES"]
+__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
+           "WORKLOAD_UID_ANNOTATION"]
 
 ADMISSION_GATE = KUEUE_PREFIX + "admission"
 QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
@@ -37,6 +43,10 @@ TOTAL_ANNOTATION = KUEUE_PREFIX + "pod-group-total-count"
 SETS_ANNOTATION = KUEUE_PREFIX + "pod-group-sets"
 RETRIABLE_ANNOTATION = KUEUE_PREFIX + "retriable-in-group"
 PRIORITY_CLASS_LABEL = KUEUE_PREFIX + "priority-class"
+#: Recorded on each pod when it is ungated: the uid of the Workload whose admission it runs
+#: under. A live pod whose recorded Workload is gone (or being deleted) belongs to a group that
+#: ended: deleting the Workload is how a user declares a group failed (KEP-976).
+WORKLOAD_UID_ANNOTATION = "clueue.dev/workload-uid"
 MAX_ROLES = 8
 # The most units the compiler lets one quota tree's amounts add up to (compiler._MAX_TOTAL).
 _SOLVER_RANGE = 2**30
@@ -64,6 +74,8 @@ class Workload:
     finished: bool = False
     held: tuple[Reason, ...] = ()
     evict: Reason | None = None
+    reclaimable: Mapping[str, int] = field(default_factory=dict)  # pod set -> status.reclaimablePods of its object
+    finish: Mapping[str, Any] = field(default_factory=dict)  # for finished pods: details of the Finished reason
 
     # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
     # Session spells out plan entries for the same pending workloads cycle after cycle.
@@ -78,14 +90,20 @@ class Workload:
             tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in self.pod_sets)))
 
     def admitted_count(self, pod_set: str) -> int:
-        """Pods of ``pod_set`` that hold quota: the admitted count less succeeded pods."""
+        """Pods of ``pod_set`` that hold quota: the admitted count less succeeded pods (or
+        less the Workload's ``reclaimablePods``, if it counts more)."""
         if self.admission is None:
             return 0
         count = next((a.count for a in self.admission.pod_sets if a.name == pod_set), 0)
         spec = next((p.count for p in self.pod_sets if p.name == pod_set), 0)
         count = spec if count < 0 else count
         succeeded = sum(1 for p in self.pods.get(pod_set, ()) if p.phase == "Succeeded")
-        return max(0, count - succeeded)
+        return max(0, count - max(succeeded, self.reclaimable.get(pod_set, 0)))
+
+    def succeeded(self) -> tuple[tuple[str, int], ...]:
+        """(pod set, succeeded pods) of each pod set with some: its reclaimable pods."""
+        counts = ((name, sum(1 for p in pods if p.phase == "Succeeded")) for name, pods in sorted(self.pods.items()))
+        return tuple((name, n) for name, n in counts if n)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -97,7 +115,8 @@ def _pod_set_requests(pod_sets: tuple[tuple[str, int, tuple[tuple[str, Fraction]
 
 @dataclass(frozen=True)
 class PodAction:
-    """An action on one pod decided while building workloads (deleting an excess pod)."""
+    """An action on one pod decided while building workloads: ``delete-pod`` (an excess pod, a
+    pod of a group that ended) or ``finalize-pod`` (its finalizer removed)."""
 
     kind: str
     pod: Pod
@@ -214,11 +233,13 @@ class _Builder:
                 singles.append(pod)
         built: dict[str, Workload] = {}
         for pod in singles:
-            w = self._single(pod)
-            built[w.key] = w
+            single = self._single(pod)
+            if single is not None:
+                built[single.key] = single
         for (ns, group), pods in sorted(groups.items()):
             w = self._group(ns, group, pods)
-            built[w.key] = w
+            if w is not None:
+                built[w.key] = w
         self._hold_rejected(built)
         from_objects, changes = self.memo.track("workload", self.snap.workloads, _FromObjects)
         from_objects.update(changes, lambda obj: self._merge_object(None, obj))
@@ -292,18 +313,91 @@ class _Builder:
             assignments.append(PodSetAdmission(name, flavors, len(pods)))
         return Admission(cq.name if cq else "", tuple(assignments))
 
-    def _single(self, pod: Pod) -> Workload:
+    def _single(self, pod: Pod) -> Workload | None:
+        """The workload of a single pod; None when it has none: a gated pod being deleted (its
+        finalizer is removed so that the deletion completes, as Kueue does) or one whose
+        Workload was deleted (:meth:`_ended`)."""
+        key = f"{pod.namespace}/pod-{pod.name}"
+        if self._ended(key, [pod]):
+            return None
         gated = ADMISSION_GATE in pod.scheduling_gates
+        terminal = pod.phase in _TERMINAL
+        if pod.deleting and gated and not terminal:
+            self._finalize(pod, key, "PodDeleting")
+            return None
+        if terminal:
+            self._finalize(pod, key, "WorkloadFinished")
         pod_sets = {"main": [pod]}
         return Workload(
             namespace=pod.namespace, name=f"pod-{pod.name}", queue=pod.labels[QUEUE_LABEL],
             priority=self._pod_priority(pod), created=pod.created,
             pod_sets=(self._pod_set("main", [pod]),), origin="pod", pods={"main": (pod,)},
-            admission=None if gated or pod.phase in _TERMINAL else self._infer_admission(pod.namespace, pod.labels[QUEUE_LABEL], pod_sets),
-            finished=pod.phase in _TERMINAL,
+            admission=None if gated or terminal else self._infer_admission(pod.namespace, pod.labels[QUEUE_LABEL], pod_sets),
+            finished=terminal,
+            finish={"outcome": pod.phase, "succeeded": int(pod.phase == "Succeeded"), "total": 1} if terminal else {},
         )
 
-    def _group(self, ns: str, group: str, all_pods: list[Pod]) -> Workload:
+    def _finalize(self, pod: Pod, workload: str, code: str, **details: Any) -> None:
+        """A ``finalize-pod`` action for ``pod``, if it still holds the finalizer."""
+        if pod.finalizer:
+            self.actions.append(PodAction("finalize-pod", pod, workload, make_reason(code, workload=workload, **details)))
+
+    def _ended(self, key: str, pods: list[Pod]) -> bool:
+        """Whether the group (or single pod) of workload ``key`` ended because its Workload was
+        deleted; if so, its live pods get ``delete-pod`` actions and the others ``finalize-pod``.
+
+        The rule: its live pods (not terminated, not being deleted), or its terminated pods if
+        none is live, record the uid of the Workload they were ungated for; that Workload is
+        gone, being deleted, or another one (same name, other uid) stands in its place. A group
+        whose Workload is not created yet, or whose pods were never ungated, records none, so it
+        never ends this way; neither do pods ungated by another tool, which record no uid.
+        """
+        live = [p for p in pods if p.phase not in _TERMINAL and not p.deleting]
+        recorded = {p.annotations.get(WORKLOAD_UID_ANNOTATION, "") for p in live or pods} - {""}
+        if not recorded:
+            return False
+        obj = self.snap.workloads.get(key)
+        if obj is not None and not obj.deleting and (obj.uid in recorded or not obj.uid):
+            return False
+        reason = make_reason("WorkloadDeleted", workload=key)
+        for pod in pods:
+            if pod in live:
+                self.actions.append(PodAction("delete-pod", pod, key, reason))
+            elif pod.finalizer:
+                self.actions.append(PodAction("finalize-pod", pod, key, reason))
+        return True
+
+    def _finalize_group(self, key: str, pods: list[Pod], finished: bool, admitted: bool,
+                        role_of: Callable[[Pod], str | None], counts: Mapping[str, int]) -> None:
+        """``finalize-pod`` actions for the pods of group ``key`` that no longer matter (KEP-976):
+        terminated ones once the group finished or its Workload is being deleted; ones being
+        deleted that never got to run (gated) or whose group holds no admission; failed ones
+        that a pod its Workload owns replaces. Per pod set of ``counts`` pods (``role_of`` a
+        pod), as Kueue counts it: as many failed pods are kept as the pod set lacks owned live
+        pods, the most recent first (by creation: the failed pod first made is replaced first).
+        """
+        obj = self.snap.workloads.get(key)
+        ending = obj is not None and obj.deleting
+        for pod in pods:
+            if pod.phase in _TERMINAL and (finished or ending):
+                self._finalize(pod, key, "WorkloadFinished" if finished else "WorkloadDeleted")
+            elif pod.deleting and pod.phase not in _TERMINAL and (ADMISSION_GATE in pod.scheduling_gates or not admitted):
+                self._finalize(pod, key, "PodDeleting")
+        if finished or ending or obj is None:
+            return  # without a Workload, no pod is owned: a replacement is not known to be adopted
+        owned = set(obj.owners)
+        for role, count in sorted(counts.items()):
+            members = [p for p in pods if role_of(p) == role]
+            live = sum(1 for p in members if p.phase != "Failed" and not p.deleting and p.uid in owned)
+            failed = sorted((p for p in members if p.phase == "Failed" and p.finalizer),
+                            key=lambda p: (p.created, p.name), reverse=True)
+            replaced = min(len(failed), len(failed) + live - count)
+            for pod in failed[len(failed) - replaced:] if replaced > 0 else ():
+                self._finalize(pod, key, "PodReplaced", podSet=role)
+
+    def _group(self, ns: str, group: str, all_pods: list[Pod]) -> Workload | None:
+        if self._ended(f"{ns}/{group}", all_pods):
+            return None
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
         queue = sorted(all_pods, key=lambda p: p.name)[0].labels[QUEUE_LABEL]
         base = dict(namespace=ns, name=group, queue=queue, origin="pod-group",
@@ -326,7 +420,7 @@ class _Builder:
 
         finished = _group_finished(all_pods, total)
         admitted = obj is not None and obj.admission is not None
-        kept = self._drop_excess(group, active, total, per_role=None if not admitted else obj.admission)
+        kept = self._drop_excess(group, active, total, per_role=None if obj is None or obj.admission is None else obj.admission)
         roles: dict[str, list[Pod]] = defaultdict(list)
         for pod in kept:
             roles[pod.role_hash].append(pod)
@@ -341,8 +435,14 @@ class _Builder:
         admission = None
         if ungated and not finished:
             admission = self._infer_admission(ns, queue, roles)
+        if obj is not None and obj.admission is not None:
+            counts = {a.name: a.count if a.count >= 0 else len(roles.get(a.name, ())) for a in obj.admission.pod_sets}
+        else:
+            counts = {name: len(members) for name, members in roles.items()}
+        self._finalize_group(f"{ns}/{group}", all_pods, finished, admitted or admission is not None,
+                             lambda p: p.role_hash, counts)
         return Workload(**base, pod_sets=pod_sets, pods=pods, admission=admission, finished=finished,
-                        held=() if admission else held)
+                        held=() if admission else held, finish=_finish(all_pods, total) if finished else {})
 
     def _unshaped(self, base: dict[str, Any], pods: list[Pod], reason: Reason) -> Workload:
         """A group whose shape cannot be told, held: one pod set of the pods it has, so that a
@@ -360,8 +460,12 @@ class _Builder:
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
         own = [name for name, (_, spec) in entries.items() if spec is None]
         roles: dict[str, list[Pod]] = defaultdict(list)
+
+        def role_of(pod: Pod) -> str | None:
+            return pod.labels.get(ROLE_LABEL) or (own[0] if own and pod.name == sets_pod.name else None)
+
         for pod in active:
-            role = pod.labels.get(ROLE_LABEL) or (own[0] if own and pod.name == sets_pod.name else None)
+            role = role_of(pod)
             if role not in entries:
                 self.notices.append(f"pod {pod.namespace}/{pod.name}: role {role!r} is not declared by the "
                                     f"pod-group-sets of group {group}; it stays gated")
@@ -382,7 +486,12 @@ class _Builder:
         if ungated and not finished:
             admission = self._infer_admission(sets_pod.namespace, base["queue"], {n: list(p) or [sets_pod] for n, p in pods.items()})
             admission = replace(admission, pod_sets=tuple(replace(a, count=e[0]) for a, e in zip(admission.pod_sets, entries.values())))
-        return Workload(**base, pod_sets=tuple(pod_sets), pods=pods, admission=admission, finished=finished)
+        key = f"{base['namespace']}/{group}"
+        obj = self.snap.workloads.get(key)
+        self._finalize_group(key, all_pods, finished, admission is not None or (obj is not None and obj.admission is not None),
+                             role_of, {name: count for name, (count, _) in entries.items()})
+        return Workload(**base, pod_sets=tuple(pod_sets), pods=pods, admission=admission, finished=finished,
+                        finish=_finish(all_pods, sum(count for count, _ in entries.values())) if finished else {})
 
     def _drop_excess(self, group: str, active: list[Pod], total: int, per_role: Admission | None) -> list[Pod]:
         """Delete the youngest pods beyond the declared total (per role once admitted)."""
@@ -408,12 +517,13 @@ class _Builder:
         priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
         if built is not None:
             return self._checked(replace(built, admission=obj.admission or built.admission,
-                                      finished=built.finished or obj.finished,
+                                      finished=built.finished or obj.finished, reclaimable=obj.reclaimable,
                                       held=() if obj.admission else built.held), obj.active)
         return self._checked(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
             priority=self._default_priority() if priority is None else priority, created=obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
+            reclaimable=obj.reclaimable,
         ), obj.active)
 
     def _checked(self, w: Workload, active: bool = True) -> Workload:
@@ -527,6 +637,12 @@ def _group_finished(pods: list[Pod], total: int) -> bool:
         return False
     stop = any(p.annotations.get(RETRIABLE_ANNOTATION) == "false" for p in pods)
     return stop or sum(1 for p in pods if p.phase == "Succeeded") >= total
+
+
+def _finish(pods: list[Pod], total: int) -> dict[str, Any]:
+    """The Finished reason's details for a finished group. Kueue records a finished group as
+    ``Succeeded`` whatever its pods' phases (``Pods succeeded: n/total``), and so does clueue."""
+    return {"outcome": "Succeeded", "succeeded": sum(1 for p in pods if p.phase == "Succeeded"), "total": total}
 
 
 def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:
