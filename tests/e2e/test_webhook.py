@@ -221,6 +221,19 @@ def test_health_and_malformed_requests(env: Env) -> None:
     assert bad.value.code == 400
 
 
+def test_a_failing_decision_refuses_the_pod_and_the_server_goes_on(env: Env) -> None:
+    def broken(name: str) -> dict[str, str]:
+        raise RuntimeError(f"no labels for {name}")
+
+    server = WebhookServer(Config(), env.certs.cert_file, env.certs.key_file, namespace_labels=broken)
+    request = {"uid": "u", "operation": "CREATE", "namespace": TEAM, "object": pod("p")}
+    answer = server.review("/mutate-pods", request)
+    assert answer["allowed"] is False and answer["status"]["code"] == 500
+    assert "RuntimeError: no labels for team-a" in answer["status"]["message"]
+    assert "not created" in answer["status"]["message"]
+    assert server.review("/mutate-pods", {**request, "object": pod("p", queue=None)}) == {"allowed": True}
+
+
 def test_rotation_renews_and_the_server_reloads_without_restart(env: Env) -> None:
     old = x509.load_pem_x509_certificate(env.certs.cert_file.read_bytes())
     assert not env.certs.rotate_if_due()  # a year left: not due
