@@ -18,11 +18,22 @@ from clueue.engine import Plan, Snapshot
 from clueue.engine.plan import WorkloadEntry
 from clueue.engine.queues import QueueStatuses, queue_statuses
 
-from .cli import _cycle, _cycle_options, _guard, _scope_options, _snapshot
 from .render import dump
 from .scope import Scope
 
 __all__ = ["list_group"]
+
+
+@click.group("list", short_help="List workloads or queues as kueuectl does, from one cycle; writes nothing.")
+def list_group() -> None:
+    """List workloads, ClusterQueues or LocalQueues as kueuectl lists them, from one decision
+    cycle over the snapshot files given or, without PATH, the live cluster. Writes nothing."""
+
+
+# The group is defined before cli.py's helpers are imported: cli.py registers it at its end, and
+# when cli.py runs as a script (python -m) that import comes back here while this module is still
+# being loaded; the group already exists then, and gets its commands once cli.py is complete.
+from .cli import _cycle, _cycle_options, _guard, _scope_options, _snapshot  # noqa: E402
 
 #: kueuectl's --status values -> the plan's states they select. clueue admits without admission
 #: checks, so no workload only reserves quota: quotareserved selects none.
@@ -103,12 +114,6 @@ def _owned_by(entry: WorkloadEntry, target: tuple[str, str], namespace: str | No
         return False
     kind, wanted = target
     return name == wanted if kind == "workload" else any(pod == wanted for pod, _ in entry.pods)
-
-
-@click.group("list", short_help="List workloads or queues as kueuectl does, from one cycle; writes nothing.")
-def list_group() -> None:
-    """List workloads, ClusterQueues or LocalQueues as kueuectl lists them, from one decision
-    cycle over the snapshot files given or, without PATH, the live cluster. Writes nothing."""
 
 
 @list_group.command("workloads")
