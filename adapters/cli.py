@@ -335,5 +335,8 @@ main.add_command(bench_compare)
 from .cli_list import list_group  # noqa: E402 - `clueue list` lives in its own module
 main.add_command(list_group)
 
+from .cli_controller import controller  # noqa: E402 - `clueue controller` lives in its own module
+main.add_command(controller)
+
 if __name__ == "__main__":
     main()

@@ -3,26 +3,65 @@
 One thread per kind lists the kind, then watches from the list's resourceVersion. When the
 watch expires (410 Gone) or fails, the kind is listed again, so the cache converges on the
 cluster's state whatever it missed. ``changed`` is set whenever an object changes, so a
-controller can run a cycle on events instead of on a timer.
+controller can run a cycle on events instead of on a timer; :meth:`ClusterCache.wait_changed`
+and :meth:`ClusterCache.take_changes` say which kinds changed.
+
+**Expectations.** A controller must never decide from a cache older than its own writes (it
+would admit into quota it has just given away). After an apply it records what it wrote
+(:meth:`ClusterCache.expect`, the resourceVersions the API returned), and before the next
+cycle waits until the cache holds each of those objects at that version or newer, or has seen
+it deleted (:meth:`ClusterCache.wait_for_expectations`); if the watch does not deliver them in
+time, the kinds concerned are listed again. An event that only brings one of our own writes
+(its exact expected version) does not count as a change: the cycle that wrote it knew it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+import time
+from typing import Any, Iterable
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import Document, Snapshot, build_snapshot
 
+from . import retry
+from .errors import api_errors
 from .kinds import KINDS, Kind, kueue_version
 from .read import to_document
 
-__all__ = ["ClusterCache"]
+__all__ = ["ClusterCache", "caught_up", "newer_or_equal"]
 
 log = logging.getLogger(__name__)
+
+
+def newer_or_equal(version: str, than: str) -> bool:
+    """Whether resourceVersion ``version`` is ``than`` or later. resourceVersions are opaque to
+    clients, but every API server backed by etcd makes them increasing integers; anything else
+    is only known to be "as new" when equal."""
+    if version.isdigit() and than.isdigit():
+        return int(version) >= int(than)
+    return version == than
+
+
+def caught_up(expected: str, held: str | None, seen: str) -> bool:
+    """Whether a cache that holds an object at ``held`` (None: not at all), and whose watch of
+    that kind has delivered events up to ``seen``, reflects a write that returned ``expected``
+    ("" for a delete that left nothing behind)."""
+    if held is None:  # absent: right for a delete, or once the watch passed the write (deleted since)
+        return expected == "" or bool(seen) and newer_or_equal(seen, expected)
+    return bool(expected) and newer_or_equal(held, expected)
+
+
+def _version_of(doc: Document) -> str:
+    return str((doc.body.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _after(version: str, than: str) -> bool:
+    """Whether ``version`` is known to be later than ``than`` (both integers)."""
+    return version.isdigit() and than.isdigit() and int(version) > int(than)
 
 
 class ClusterCache:
@@ -39,9 +78,16 @@ class ClusterCache:
         self.kinds = [k for k in KINDS if not k.custom or self.version]
         self.changed = threading.Event()
         self.relists = 0  # how many times a kind was listed again after a watch ended badly
+        self.generation = 0  # counts changes (not our own writes coming back): a cycle notes the one it read
         self._objects: dict[str, dict[str, Document]] = {k.kind: {} for k in self.kinds}
         self._synced = {k.kind: threading.Event() for k in self.kinds}
-        self._lock = threading.Lock()
+        self._listed_at = {k.kind: "" for k in self.kinds}  # a list's version: older watch events are stale
+        self._seen = {k.kind: "" for k in self.kinds}  # the last version each kind's watch or list brought
+        self._gone: dict[str, dict[str, str]] = {k.kind: {} for k in self.kinds}  # deleted since the last list
+        self._dirty: set[str] = set()
+        self._expected: dict[tuple[str, str], str] = {}  # (kind, key) -> resourceVersion we wrote ("" deleted)
+        self._recent: list[tuple[str, str, str, bool]] | None = None  # events while writing: (kind, key, version, deleted)
+        self._lock = threading.Condition()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -52,19 +98,125 @@ class ClusterCache:
             self._threads.append(thread)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the watches; waits for each thread up to ``timeout`` (default: a watch's length)."""
         self._stop.set()
+        with self._lock:
+            self._lock.notify_all()
         for thread in self._threads:
-            thread.join(timeout=self.watch_seconds + 5)
+            thread.join(timeout=self.watch_seconds + 5 if timeout is None else timeout)
 
     def wait_synced(self, timeout: float) -> bool:
         """True once every kind has been listed at least once."""
-        return all(event.wait(timeout) for event in self._synced.values())
+        deadline = time.monotonic() + timeout
+        return all(event.wait(max(0.0, deadline - time.monotonic())) for event in self._synced.values())
+
+    def get(self, kind: str, key: str) -> Document | None:
+        """The cached object of ``kind`` named ``key`` ("ns/name", or the name of a cluster-scoped one)."""
+        with self._lock:
+            return self._objects.get(kind, {}).get(key)
 
     def snapshot(self) -> Snapshot:
         with self._lock:
             documents = [doc for docs in self._objects.values() for doc in docs.values()]
         return build_snapshot(documents, lenient=True)  # malformed objects: left out, in .rejected
+
+    # -- what changed -------------------------------------------------------------------------
+    def wait_changed(self, timeout: float | None) -> bool:
+        """Wait until some kind changed since :meth:`take_changes` last ran (True), the
+        timeout passed or the cache stopped (False)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: bool(self._dirty) or self._stop.is_set(), timeout) \
+                and bool(self._dirty)
+
+    def take_changes(self) -> set[str]:
+        """The kinds changed since the last call, forgotten as they are returned."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, set()
+        return dirty
+
+    def _mark(self, kind: str) -> None:
+        """Under the lock: ``kind`` changed."""
+        self._dirty.add(kind)
+        self.generation += 1
+        self.changed.set()
+        self._lock.notify_all()
+
+    # -- our own writes -----------------------------------------------------------------------
+    def begin_writes(self) -> None:
+        """A cycle starts writing: the events the watches bring until :meth:`expect` are held
+        back, so that those of its own writes (often back before the apply ends) are not taken
+        for changes."""
+        with self._lock:
+            self._recent = []
+
+    def expect(self, written: Iterable[tuple[str, str, str]]) -> None:
+        """Record writes (kind, key, resourceVersion or "" for deleted) the next cycle must see,
+        and end :meth:`begin_writes`: the events held back since, but those of these writes,
+        count as changes. Kinds the cache does not hold are ignored."""
+        written = list(written)
+        ours = set(written)
+        with self._lock:
+            recent, self._recent = self._recent or [], None
+            for kind, key, version, deleted in recent:
+                if (kind, key, version) not in ours and not (deleted and (kind, key, "") in ours):
+                    self._mark(kind)
+            for kind, key, version in written:
+                if kind in self._objects and not self._met(kind, key, version):
+                    self._expected[(kind, key)] = version
+
+    def pending_expectations(self) -> dict[tuple[str, str], str]:
+        with self._lock:
+            return dict(self._expected)
+
+    def wait_for_expectations(self, timeout: float) -> bool:
+        """Wait until the cache holds every expected write; True if it did within ``timeout``.
+        Otherwise the kinds concerned are listed again (so the cache is newer than the writes
+        all the same) and False is returned.
+
+        Raises:
+            ClusterUnavailable, ApiRefused: listing again failed.
+        """
+        with self._lock:
+            if self._lock.wait_for(lambda: not self._expected or self._stop.is_set(), timeout) and not self._expected:
+                return True
+            kinds = {kind for kind, _ in self._expected}
+            log.info("the watch has not brought %d of our writes after %.1f s (%s); listing again",
+                     len(self._expected), timeout, ", ".join(sorted(kinds)))
+        for kind in self.kinds:
+            if kind.kind in kinds:
+                self._relist(kind)
+        with self._lock:
+            for key in [k for k in self._expected if k[0] in kinds]:
+                del self._expected[key]  # a list made after the writes holds them, or their successors
+        return False
+
+    def _met(self, kind: str, key: str, expected: str) -> bool:
+        doc = self._objects[kind].get(key)
+        return caught_up(expected, _version_of(doc) if doc is not None else None, self._seen[kind])
+
+    def _settle(self, kind: str) -> None:
+        """Under the lock: forget the expectations of ``kind`` the cache now meets."""
+        met = [k for k, v in self._expected.items() if k[0] == kind and self._met(kind, k[1], v)]
+        for k in met:
+            del self._expected[k]
+        if met and not self._expected:
+            self._lock.notify_all()
+
+    # -- listing ------------------------------------------------------------------------------
+    def resync(self) -> None:
+        """List every kind again now, in this thread: the cache then holds every write made
+        before the call (e.g. by a previous decider).
+
+        Raises:
+            ClusterUnavailable, ApiRefused: a list failed.
+        """
+        for kind in self.kinds:
+            self._relist(kind)
+
+    def _relist(self, kind: Kind) -> None:
+        with api_errors(self.api, f"listing {kind.plural}"):
+            retry.call(lambda: self._list(kind))
 
     def _key(self, kind: Kind, body: dict[str, Any]) -> str:
         meta = body.get("metadata", {})
@@ -75,14 +227,30 @@ class ClusterCache:
         listed = call(**args)
         items = listed["items"] if isinstance(listed, dict) else listed.items
         version = listed["metadata"]["resourceVersion"] if isinstance(listed, dict) else listed.metadata.resource_version
+        version = str(version)
         fresh = {}
         for item in items:
             doc = to_document(self.api, kind, self.version, item)
             fresh[self._key(kind, dict(doc.body))] = doc
         with self._lock:
+            # A list made outside the watch thread (resync) may be older than what the watch
+            # brought meanwhile: what the watch saw after the list's version wins.
+            for key, doc in self._objects[kind.kind].items():
+                if _after(_version_of(doc), version):
+                    fresh[key] = doc
+            gone = self._gone[kind.kind]
+            for key, at in list(gone.items()):
+                if _after(at, version):
+                    fresh.pop(key, None)
+                else:
+                    del gone[key]
             self._objects[kind.kind] = fresh
+            self._listed_at[kind.kind] = version
+            if not _after(self._seen[kind.kind], version):
+                self._seen[kind.kind] = version
+            self._settle(kind.kind)
+            self._mark(kind.kind)
         self._synced[kind.kind].set()
-        self.changed.set()
         return str(version)
 
     def _run(self, kind: Kind) -> None:
@@ -117,14 +285,29 @@ class ClusterCache:
             version = obj.get("metadata", {}).get("resourceVersion", version)
             if kind_of_event == "ERROR":
                 raise ApiException(status=obj.get("code", 500), reason=obj.get("message", "watch error"))
-            if kind_of_event == "BOOKMARK":
+            if kind_of_event == "BOOKMARK":  # every event up to it was delivered
+                with self._lock:
+                    self._seen[kind.kind] = version
+                    self._settle(kind.kind)
                 continue
             doc = to_document(self.api, kind, self.version, obj)
             key = self._key(kind, dict(doc.body))
             with self._lock:
+                listed = self._listed_at[kind.kind]
+                if listed and newer_or_equal(listed, version):
+                    continue  # older than a list made since (resync): the list holds it or its successor
+                self._seen[kind.kind] = version
+                expected = self._expected.get((kind.kind, key))  # our own write coming back, if equal
+                ours = expected == version or (expected == "" and kind_of_event == "DELETED")
                 if kind_of_event == "DELETED":
                     self._objects[kind.kind].pop(key, None)
+                    self._gone[kind.kind][key] = version
                 else:
                     self._objects[kind.kind][key] = doc
-            self.changed.set()
+                    self._gone[kind.kind].pop(key, None)
+                self._settle(kind.kind)
+                if self._recent is not None:
+                    self._recent.append((kind.kind, key, version, kind_of_event == "DELETED"))
+                elif not ours:
+                    self._mark(kind.kind)
         return version

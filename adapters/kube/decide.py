@@ -42,10 +42,16 @@ class Decided:
 
 def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Config(), *, dry_run: bool = False,
                      lease_namespace: str | None = None, lease_timeout: float = LEASE_TIMEOUT_S,
-                     decide: Callable[[Snapshot], Plan] | None = None) -> Decided:
+                     decide: Callable[[Snapshot], Plan] | None = None, read: Callable[[], Snapshot] | None = None,
+                     lease: DeciderLease | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
-    namespace) while reading the cluster, deciding (``decide``, default a guarded cycle of
-    ``policy`` and ``config``) and applying the plan.
+    namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
+    (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
+
+    A controller passes the ``lease`` it holds for as long as it leads (taken and renewed by
+    it, and given back at its end): it is used as the fence and neither taken nor released
+    here; its ``read`` is then a snapshot of its cache, which holds every write made before the
+    lease was taken (:meth:`ClusterCache.resync <.cache.ClusterCache.resync>`).
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -57,14 +63,13 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     if kueue_version(api) is None:  # before the lease: a cluster without Workloads has nothing to decide
         return Decided(None, ApplyResult(errors=[f"{KUEUE_GROUP} is not installed: Workloads cannot be written; "
                                                  "nothing applied"]))
-    lease: DeciderLease | None = None
     with contextlib.ExitStack() as held:
-        if not dry_run:
+        if not dry_run and lease is None:
             with api_errors(api, f"taking Lease {namespace}/{LEASE_NAME}"):
                 lease = held.enter_context(DeciderLease(api, namespace).acquire(lease_timeout))
-        snapshot = read_cluster(api)
+        snapshot = (read or (lambda: read_cluster(api)))()
         plan = run(snapshot)
-        applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease else None)
+        applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease and not dry_run else None)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=str(kueue_version(api)),
                                                  fence=lease.fence if lease else None, errors=applied.errors)

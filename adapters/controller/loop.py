@@ -1,0 +1,338 @@
+"""The controller's decision loop: one cycle at a time, when the cluster changed.
+
+The loop runs in one thread, so two cycles never overlap. While this replica may decide (it
+leads, or leader election is off) it holds the decider lease (adapters/kube/lease.py) for as
+long as it leads, renewed in the background, and runs a cycle:
+
+- **when something changed** in the watch-fed cache (adapters/kube/cache.py), debounced: the
+  cycle starts once nothing changed for ``batch_window`` seconds, or ``max_delay`` seconds after
+  the first change it waits for, whichever comes first (:class:`Debounce`), so a burst of pod
+  creations is decided in one cycle rather than one per pod;
+- **after taking the decider lease**, and every ``resync_period`` seconds, with every kind
+  listed again first (``ClusterCache.resync``): the snapshot then holds every write of a
+  previous decider, and anything a watch may have missed;
+- **again, with back-off** (1 s doubling to 60 s), after a cycle that failed or whose apply
+  reported errors or stopped, and at once after one that evicted (its preemptors are admitted
+  by the next cycle, once the evictions are written).
+
+Each cycle waits until the cache holds this controller's own previous writes (the cache's
+expectations), takes a snapshot of the cache, decides in one :class:`~clueue.engine.cycle.Session`
+(what it derived from the backlog is kept across cycles), applies the plan as ``clueue apply``
+does (:func:`~clueue.adapters.kube.decide.decide_and_apply`, the same code), records the writes
+as expectations for the next cycle, and hands a :class:`CycleResult` to every observer (the
+metrics and the summary log line). A cycle that fails is a :class:`CycleResult` with ``error``
+set: the process never dies of one bad cycle.
+
+**Stopping.** :meth:`Controller.stop` (SIGTERM) lets the cycle in flight go on for
+``shutdown_grace`` seconds; after that its next write is refused by the fence and the apply
+stops there. apply writes in an order in which any prefix is safe (a workload's admission is
+recorded before its pods are ungated), so the next leader finishes what was left. The decider
+lease is then released.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from kubernetes import client
+
+from clueue.adapters.kube.apply import ApplyResult
+from clueue.adapters.kube.cache import ClusterCache
+from clueue.adapters.kube.decide import decide_and_apply
+from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
+from clueue.engine import ClueueError, Config, Plan, Policy, Snapshot
+from clueue.engine.cycle import Session
+
+__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle"]
+
+log = logging.getLogger("clueue.controller")
+
+
+@dataclass
+class CycleResult:
+    """One cycle, as observers (metrics, the log line) see it.
+
+    ``phases`` holds the seconds of ``snapshot`` (waiting for the cache and reading it, with a
+    resync's lists), ``decide`` (the session's cycle) and ``apply`` (the writes); ``started`` is
+    the wall-clock time the cycle began (epoch seconds). ``error`` is set when the cycle failed,
+    and then ``plan`` and ``applied`` are None.
+    """
+
+    started: float
+    snapshot: Snapshot | None = None
+    plan: Plan | None = None
+    applied: ApplyResult | None = None
+    phases: dict[str, float] = field(default_factory=lambda: {"snapshot": 0.0, "decide": 0.0, "apply": 0.0})
+    error: str = ""
+    resynced: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Whether the next cycle should come after a back-off: it failed, or some writes did."""
+        return bool(self.error) or self.applied is not None and (bool(self.applied.errors) or self.applied.stopped)
+
+
+@dataclass
+class Debounce:
+    """When a batch of changes is due: ``window`` seconds after the last change, and at most
+    ``max_delay`` seconds after the first. Times are the caller's (monotonic) clock.
+
+    >>> d = Debounce(0.2, 2.0); d.note(10.0); d.due_in(10.1)
+    0.1...
+    """
+
+    window: float
+    max_delay: float
+    first: float | None = None
+    last: float | None = None
+
+    def note(self, now: float) -> None:
+        """A change happened at ``now``."""
+        if self.first is None:
+            self.first = now
+        self.last = now
+
+    def due_in(self, now: float) -> float | None:
+        """Seconds until the batch is due (0: now); None when no change is waiting."""
+        if self.first is None or self.last is None:
+            return None
+        return max(0.0, min(self.last + self.window, self.first + self.max_delay) - now)
+
+    def reset(self) -> None:
+        """The batch was taken by a cycle."""
+        self.first = self.last = None
+
+
+@dataclass
+class Backoff:
+    """Seconds to wait before retrying after failures in a row: ``initial`` doubling to ``maximum``."""
+
+    initial: float = 1.0
+    maximum: float = 60.0
+    current: float = 0.0
+
+    def failed(self) -> float:
+        self.current = min(self.maximum, self.current * 2 if self.current else self.initial)
+        return self.current
+
+    def succeeded(self) -> None:
+        self.current = 0.0
+
+
+def log_cycle(result: CycleResult) -> None:
+    """A short line per cycle (the controller's own, when no observer is given)."""
+    timing = " ".join(f"{k} {v:.3f}s" for k, v in result.phases.items())
+    if result.error:
+        log.warning("cycle failed: %s; %s", result.error, timing)
+    elif result.applied is not None:
+        log.info("cycle: %d actions; %s; %s", len(result.plan.actions) if result.plan else 0,
+                 result.applied.summary(), timing)
+
+
+class _LeaderLease(DeciderLease):
+    """The decider lease, whose fence also refuses writes once this replica stopped leading or
+    its shutdown grace passed."""
+
+    def __init__(self, *args: Any, may_write: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.may_write = may_write
+
+    def fence(self) -> None:
+        refused = self.may_write()
+        if refused:
+            raise LeaseLost(f"{refused}; stopped writing")
+        super().fence()
+
+
+class Controller:
+    """The decision loop of one replica; :meth:`run` blocks until :meth:`stop`.
+
+    >>> controller = Controller(api, ClusterCache(api).start(), policy, config)   # doctest: +SKIP
+    >>> threading.Thread(target=controller.run).start(); ...; controller.stop()   # doctest: +SKIP
+    """
+
+    def __init__(self, api: client.ApiClient, cache: ClusterCache, policy: Policy, config: Config = Config(), *,
+                 namespace: str | None = None, identity: str | None = None, batch_window: float = 0.2,
+                 max_delay: float = 2.0, resync_period: float = 300.0, lease_duration: int = DURATION_S,
+                 leading: Callable[[], bool] = lambda: True,
+                 observers: Sequence[Callable[[CycleResult], None]] | None = None, expectation_timeout: float = 10.0,
+                 shutdown_grace: float = 5.0) -> None:
+        self.api = api
+        self.cache = cache
+        self.policy = policy
+        self.config = config
+        self.namespace = namespace or config.controller_namespace
+        self.identity = identity
+        self.batch_window = batch_window
+        self.max_delay = max(max_delay, batch_window)
+        self.resync_period = resync_period
+        self.lease_duration = lease_duration
+        self.leading = leading
+        self.observers = [log_cycle] if observers is None else list(observers)
+        self.expectation_timeout = expectation_timeout
+        self.shutdown_grace = shutdown_grace
+        self.session = Session(policy, config)
+        self.cycles = 0
+        self.lease: DeciderLease | None = None
+        self._stopping = threading.Event()
+        self._stopped_at = 0.0
+        self._wake = threading.Event()
+        self._crashed = False
+
+    # -- control from other threads ------------------------------------------------------------
+    def stop(self) -> None:
+        """Take no new cycle; the one in flight may write for ``shutdown_grace`` more seconds."""
+        if not self._stopping.is_set():
+            self._stopped_at = time.monotonic()
+            self._stopping.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Look at the leadership again now (a leader-election callback calls this)."""
+        self._wake.set()
+
+    def ready(self) -> bool:
+        """Whether the cache has listed every kind once."""
+        return self.cache.wait_synced(0)
+
+    def healthy(self) -> bool:
+        """False once the loop ended other than by :meth:`stop` (a bug): the pod should restart."""
+        return not self._crashed
+
+    def _refusal(self) -> str:
+        """Why a write must not be sent now ("" if it may)."""
+        if not self.leading():
+            return "this replica is no longer the leader"
+        if self._stopping.is_set() and time.monotonic() - self._stopped_at > self.shutdown_grace:
+            return f"shutting down ({self.shutdown_grace:g} s after the stop)"
+        return ""
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Decide until :meth:`stop`; the decider lease is released at the end."""
+        debounce = Debounce(self.batch_window, self.max_delay)
+        backoff = Backoff()
+        retry_at: float | None = None
+        next_resync = 0.0
+        try:
+            while not self._stopping.is_set():
+                if not self.leading():
+                    self._drop_lease()
+                    self._wake.wait(0.5)
+                    self._wake.clear()
+                    continue
+                if self.lease is None or self._lease_lost():
+                    if not self._take_lease(backoff):
+                        continue
+                    backoff.succeeded()
+                    next_resync = 0.0  # the first cycle under a new lease reads everything again
+                now = time.monotonic()
+                if self.cache.take_changes():
+                    debounce.note(now)
+                resync = now >= next_resync
+                waits = [w for w in (debounce.due_in(now), None if retry_at is None else retry_at - now) if w is not None]
+                if not resync and (not waits or min(waits) > 0):
+                    self.cache.wait_changed(min(waits + [next_resync - now, 0.5]))
+                    continue
+                debounce.reset()
+                retry_at = None
+                result = self._cycle(resync)
+                if resync and not result.error:
+                    next_resync = time.monotonic() + self.resync_period
+                if result.failed:
+                    retry_at = time.monotonic() + backoff.failed()
+                else:
+                    backoff.succeeded()
+                if result.plan is not None and any(a.kind == "preempt" for a in result.plan.actions):
+                    debounce.note(time.monotonic())  # admit the preemptors once the evictions are seen
+        except BaseException:
+            self._crashed = True
+            raise
+        finally:
+            self._drop_lease()
+
+    def _lease_lost(self) -> bool:
+        assert self.lease is not None
+        try:
+            self.lease.fence()
+            return False
+        except LeaseLost as e:
+            log.warning("%s; taking it again", e)
+            self._drop_lease()
+            return True
+
+    def _take_lease(self, backoff: Backoff) -> bool:
+        """Take the decider lease, waiting a lease duration and then some for another holder
+        (one that crashed holding it is taken over once its record has not changed for that long)."""
+        lease = _LeaderLease(self.api, self.namespace, identity=self.identity, duration=self.lease_duration,
+                             may_write=self._refusal)
+        try:
+            self.lease = lease.acquire(timeout=lease.duration * 2 + 1)
+            log.info("took the decider lease %s/%s as %s", self.namespace, lease.name, lease.identity)
+            return True
+        except LeaseHeld as e:
+            log.info("%s", e)
+        except Exception as e:  # noqa: BLE001 - unreachable, forbidden, no namespace: said, then retried
+            wait = backoff.failed()
+            log.error("cannot take the decider lease: %s; trying again in %.0f s", e, wait)
+            self._stopping.wait(wait)
+        return False
+
+    def _drop_lease(self) -> None:
+        lease, self.lease = self.lease, None
+        if lease is None:
+            return
+        try:
+            lease.release()
+            log.info("released the decider lease %s/%s", lease.namespace, lease.name)
+        except Exception as e:  # noqa: BLE001 - it expires on its own after its duration
+            log.warning("could not release the decider lease: %s", e)
+
+    def _cycle(self, resync: bool) -> CycleResult:
+        """One cycle; never raises (a failure is the result's ``error``)."""
+        result = CycleResult(started=time.time(), resynced=resync)
+        t0 = time.monotonic()
+        marks = {"read": t0, "decided": t0}
+
+        def read() -> Snapshot:
+            result.snapshot = self.cache.snapshot()
+            marks["read"] = time.monotonic()
+            return result.snapshot
+
+        def decide(snapshot: Snapshot) -> Plan:
+            plan = self.session.run(snapshot)
+            marks["decided"] = time.monotonic()
+            return plan
+
+        self.cache.begin_writes()
+        written: list[tuple[str, str, str]] = []
+        try:
+            if resync:
+                self.cache.resync()
+            self.cache.wait_for_expectations(self.expectation_timeout)
+            decided = decide_and_apply(self.api, self.policy, self.config, read=read, decide=decide, lease=self.lease,
+                                       lease_namespace=self.namespace)
+            result.plan, result.applied = decided.plan, decided.applied
+            written = decided.applied.written
+        except ClueueError as e:
+            result.error = str(e)
+        except Exception as e:  # noqa: BLE001 - a bug must not stop the controller: logged, retried
+            log.exception("cycle failed")
+            result.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.cache.expect(written)
+        end = time.monotonic()
+        read_at = marks["read"] if result.snapshot is not None else end
+        decided_at = max(marks["decided"], read_at)
+        result.phases = {"snapshot": read_at - t0, "decide": decided_at - read_at, "apply": end - decided_at}
+        self.cycles += 1
+        for observe in self.observers:
+            try:
+                observe(result)
+            except Exception:  # noqa: BLE001 - an observer's bug is not the cycle's
+                log.exception("observing a cycle failed")
+        return result

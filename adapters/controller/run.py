@@ -1,0 +1,245 @@
+"""``clueue controller``: the process that wires the parts together and runs until SIGTERM.
+
+Parts, each started only when asked for (docs/controller.md):
+
+- the watch-fed cache and the decision loop (always; adapters/kube/cache.py, loop.py);
+- ``/metrics``, ``/healthz`` and ``/readyz`` (always; health.py, metrics.py);
+- leader election (``leader_elect``; leader.py): without it this process decides alone,
+  still under the decider lease, so a ``clueue apply`` run meanwhile takes turns with it;
+- the Pod webhook and its certificates (``webhook``; adapters/webhook/).
+
+A part that cannot start for want of a namespace or a permission is one clear error
+(:class:`~clueue.engine.AdapterError`), raised before anything runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import urlparse
+
+from clueue.engine import AdapterError, Config, load_policy
+
+from ..files import load_config
+from ..kube.cache import ClusterCache
+from ..kube.connect import connect
+from ..kube.errors import api_errors
+from ..kube.lease import DURATION_S
+from .health import HealthServer
+from .leader import LeaderElector, make_identity
+from .logs import configure_logging, cycle_summary
+from .loop import Controller, CycleResult
+from .metrics import Metrics
+
+__all__ = ["ControllerOptions", "run_controller", "parse_bind"]
+
+log = logging.getLogger("clueue.controller")
+
+_ROTATE_CHECK_S = 3600.0  # how often self-managed webhook certificates are checked for renewal
+
+
+@dataclass
+class ControllerOptions:
+    """Everything ``clueue controller`` takes (its options, one for one)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    config_path: str | None = None
+    policies: tuple[str, ...] = ()
+    time_budget: float | None = None
+    namespace: str | None = None  # where the leases (and the webhook's Secret) live; default: the configuration's
+    batch_window: float = 0.2
+    max_delay: float = 2.0
+    resync_period: float = 300.0
+    leader_elect: bool = False
+    lease_duration: int = DURATION_S
+    webhook: bool = False
+    webhook_bind: str = ":9443"
+    cert_dir: str | None = None  # external certificates (tls.crt, tls.key); default: self-managed in a Secret
+    webhook_service: str = "clueue-webhook"
+    webhook_url: str | None = None  # register URL-based webhook configurations pointing here (outside a cluster)
+    metrics_bind: str = "127.0.0.1:8080"
+    log_format: str = "text"
+    log_level: str = "info"
+    shutdown_grace: float = 5.0
+
+
+def parse_bind(address: str) -> tuple[str, int]:
+    """``host:port`` (``:8080`` is every address) as (host, port).
+
+    Raises:
+        ValueError: no port, or not a number.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{address!r} is not HOST:PORT (e.g. :8080 or 127.0.0.1:8080)")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def run_controller(options: ControllerOptions, *, stop: threading.Event | None = None) -> int:
+    """Run the controller until SIGTERM or SIGINT (or ``stop`` is set); returns the exit code:
+    0 after a clean shutdown, 1 if the decision loop died of a bug.
+
+    Raises:
+        AdapterError: the cluster cannot be reached, the lease namespace does not exist, an
+            address cannot be bound, the webhook's certificates cannot be made.
+        ClueueError: the policy or the configuration is invalid.
+    """
+    configure_logging(options.log_format, options.log_level)
+    policy = load_policy(options.policies)
+    config = load_config(options.config_path, time_budget=options.time_budget)
+    namespace = options.namespace or config.controller_namespace
+    stop = stop or threading.Event()
+    api = connect(options.kubeconfig, options.context, in_cluster=options.in_cluster)
+    _check_namespace(api, namespace)
+    identity = make_identity()
+    metrics = Metrics()
+    cache = ClusterCache(api).start()
+    elector: LeaderElector | None = None
+    controller = Controller(api, cache, policy, config, namespace=namespace, identity=identity,
+                            batch_window=options.batch_window, max_delay=options.max_delay,
+                            resync_period=options.resync_period, lease_duration=options.lease_duration,
+                            leading=lambda: elector.leading if elector is not None else True,
+                            shutdown_grace=options.shutdown_grace)
+    controller.observers = [_observer(metrics, controller)]
+    parts: list[Callable[[], None]] = [lambda: cache.stop(timeout=1.0)]  # stopped in reverse order
+    try:
+        webhook, rotate = _start_webhook(options, api, config, namespace, cache, metrics)
+        if webhook is not None:
+            parts.append(webhook.stop)
+        host, port = _bind(options.metrics_bind, "--metrics-bind-address")
+        try:
+            health = HealthServer(host, port, metrics, ready=controller.ready, healthy=controller.healthy).start()
+        except OSError as e:
+            raise AdapterError(f"cannot serve /metrics on {options.metrics_bind}: {e.strerror or e}; name another "
+                               "address with --metrics-bind-address (port 0 takes a free one)") from None
+        parts.append(health.stop)
+        if options.leader_elect:
+            def started() -> None:
+                controller.wake()
+
+            def stopped() -> None:
+                metrics.set_leader(False)
+                controller.wake()
+            elector = LeaderElector(api, namespace, identity=identity, duration=options.lease_duration,
+                                    on_start=started, on_stop=stopped).start()
+            parts.append(elector.stop)
+        log.info("controller %s started: namespace %s, leader election %s, webhook %s", identity, namespace,
+                 "on" if elector else "off", "on" if webhook else "off")
+        return _serve(controller, stop, rotate)
+    finally:
+        for part in reversed(parts):
+            try:
+                part()
+            except Exception:  # noqa: BLE001 - shutting down: what fails to stop is logged, not raised
+                log.exception("stopping a part of the controller failed")
+        log.info("controller %s stopped", identity)
+
+
+def _serve(controller: Controller, stop: threading.Event, rotate: Callable[[], Any] | None) -> int:
+    """Run the loop in its thread until ``stop`` (set by SIGTERM/SIGINT) or the loop dies."""
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in handled:
+            previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
+    loop = threading.Thread(target=controller.run, name="decision-loop", daemon=True)
+    loop.start()
+    next_rotation = time.monotonic() + _ROTATE_CHECK_S
+    try:
+        while not stop.wait(0.5) and loop.is_alive():
+            if rotate is not None and time.monotonic() >= next_rotation:
+                next_rotation = time.monotonic() + _ROTATE_CHECK_S
+                try:
+                    rotate()
+                except Exception as e:  # noqa: BLE001 - retried at the next check; the old certificate serves meanwhile
+                    log.warning("renewing the webhook certificate failed: %s", e)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("stopping: no new cycle; the one in flight may write for %g s more", controller.shutdown_grace)
+    controller.stop()
+    loop.join(controller.shutdown_grace + 10.0)  # a cycle past its grace writes nothing more: safe to leave
+    return 1 if not controller.healthy() else 0
+
+
+def _observer(metrics: Metrics, controller: Controller) -> Callable[[CycleResult], None]:
+    """Record each cycle in the metrics and log its summary line."""
+    def observe(result: CycleResult) -> None:
+        metrics.set_leader(controller.lease is not None)
+        counted = metrics.record_cycle(result)
+        message, fields = cycle_summary(result, counted)
+        log.log(logging.WARNING if result.failed else logging.INFO, message, extra={"cycle": fields})
+    return observe
+
+
+def _bind(address: str, option: str) -> tuple[str, int]:
+    try:
+        return parse_bind(address)
+    except ValueError as e:
+        raise AdapterError(f"{option}: {e}") from None
+
+
+def _check_namespace(api: Any, namespace: str) -> None:
+    """The leases' namespace must exist: one clear message now rather than one per cycle."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    try:
+        with api_errors(api, f"reading namespace {namespace}"):
+            client.CoreV1Api(api).read_namespace(namespace)
+    except AdapterError as e:
+        cause = e.__cause__
+        if isinstance(cause, ApiException) and cause.status == 404:
+            raise AdapterError(f"namespace {namespace} does not exist: the controller keeps its leases there; "
+                               f"create it (kubectl create namespace {namespace}, or kubectl apply -k deploy/) "
+                               "or name another with --namespace") from None
+        if isinstance(cause, ApiException) and cause.status == 403:
+            return  # may not read namespaces one by one: taking the lease will say what is missing
+        raise
+
+
+def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespace: str, cache: ClusterCache,
+                   metrics: Metrics) -> tuple[Any, Callable[[], Any] | None]:
+    """The webhook server (None when off) and the certificate renewal to run now and then."""
+    if not options.webhook:
+        return None, None
+    from ..webhook.certs import CertManager, cert_files
+    from ..webhook.server import WebhookServer, namespace_label_reader
+    rotate: Callable[[], Any] | None = None
+    ca_bundle = b""
+    url_host = urlparse(options.webhook_url).hostname if options.webhook_url else None
+    if options.cert_dir:
+        cert_file, key_file = cert_files(Path(options.cert_dir))
+        ca = Path(options.cert_dir) / "ca.crt"
+        ca_bundle = ca.read_bytes() if ca.is_file() else b""
+    else:
+        directory = Path(tempfile.mkdtemp(prefix="clueue-webhook-"))
+        manager = CertManager(api, namespace, options.webhook_service, directory=directory,
+                              extra_sans=(url_host,) if url_host else ())
+        cert_file, key_file = manager.ensure()
+        ca_bundle, rotate = manager.ca_bundle, manager.rotate_if_due
+    if options.webhook_url:
+        from ..webhook.configuration import register_configurations, webhook_configurations
+        register_configurations(api, webhook_configurations(namespace, url=options.webhook_url, ca_bundle=ca_bundle,
+                                                            config=config))
+
+    read_labels = namespace_label_reader(api)
+
+    def namespace_labels(name: str) -> Mapping[str, str]:
+        doc = cache.get("Namespace", name)  # one the watch has not brought yet is read from the API
+        return dict((doc.body.get("metadata") or {}).get("labels") or {}) if doc is not None else read_labels(name)
+
+    host, port = _bind(options.webhook_bind, "--webhook-bind-address")
+    try:
+        server = WebhookServer(config, cert_file, key_file, host, port, namespace_labels=namespace_labels,
+                               on_gated=metrics.pod_gated).start()
+    except OSError as e:
+        raise AdapterError(f"cannot serve the webhook on {options.webhook_bind}: {e.strerror or e}") from None
+    return server, rotate
