@@ -65,10 +65,12 @@ from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import Plan, WorkloadEntry
 from clueue.engine.objects import Rejected
+from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
 
 from .consistency import admission_difference, missing_owners, pod_set_difference, reasons_digest, tag_of, tagged
 from .kinds import KUEUE_GROUP, kueue_version
 from .lease import LeaseLost
+from .pacing import PendingWriteLimiter
 from .errors import ClusterUnavailable, recorded
 from .retry import call, counting_retries, missing_is_none, update_with_retry
 
@@ -94,10 +96,14 @@ class ApplyResult:
     # (kind, "ns/name" or name, resourceVersion) of each object written, "" for one deleted at once:
     # a controller's cache waits until it holds these before its next cycle reads it.
     written: list[tuple[str, str, str]] = field(default_factory=list)
+    # pending or inadmissible status writes the pending-write limit left for a later cycle
+    deferred: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         done = (f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed, "
                 f"{self.retries} {'retry' if self.retries == 1 else 'retries'}")
+        if self.deferred:
+            done += f", {len(self.deferred)} pending status writes deferred"
         return f"{done}; stopped before the end: run apply again to finish" if self.stopped else done
 
 
@@ -118,7 +124,8 @@ def _conditions(old: list[dict[str, Any]], wanted: list[tuple[str, str, str, str
 
 
 class _Applier:
-    def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool, fence: Callable[[], None]) -> None:
+    def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool, fence: Callable[[], None],
+                 pending_writes: PendingWriteLimiter | None = None) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.version = kueue_version(api)
@@ -128,6 +135,8 @@ class _Applier:
         self.fence = fence
         self.entries: dict[str, WorkloadEntry] = {}
         self.recorded: dict[str, Any] = {}  # workload -> its status.admission, read once before its first ungate
+        self.uids: dict[str, str] = {}  # workload -> the uid of the Workload that admission is recorded on
+        self.pending_writes = pending_writes
 
     def _fenced(self, write: Callable[[], T], deleting: tuple[str, str] | None = None) -> T:
         """A write, sent only while the decider lease is surely held (lease.py): checked again
@@ -161,7 +170,14 @@ class _Applier:
     def _desired_status(self, entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, Any] | None:
         message = "; ".join(r.message for r in entry.reasons)
         if status.get("admission"):
-            return None  # admitted already: only an eviction (not part of this plan) may undo it
+            # admitted already: only an eviction (not part of this plan) may undo it; the quota
+            # of its succeeded pods is released (reclaimablePods, for pods made into a Workload)
+            if entry.state != "admitted" or entry.origin == "workload":
+                return None
+            reclaimable = [{"name": name, "count": count} for name, count in entry.reclaimable]
+            if _reclaimable(status.get("reclaimablePods")) == _reclaimable(reclaimable):
+                return None
+            return {**status, "reclaimablePods": reclaimable}
         if entry.state == "admitted":
             admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
                 {"name": a.name, "count": a.count, "flavors": dict(a.flavors)} for a in entry.admission]}
@@ -207,8 +223,17 @@ class _Applier:
                 self._dry_recorded(entry)
                 return
 
+        # Restating why an existing Workload waits is paced (pacing.py); anything else is a decision.
+        paced = self.pending_writes if existing is not None and entry.state in _WAITING else None
+        granted: list[bool] = []  # whether the limiter let this write go, asked once
+
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
             wanted = self._desired_status(entry, obj.get("status") or {})
+            if wanted is not None and paced is not None:
+                if not granted:
+                    granted.append(paced.take())
+                if not granted[0]:
+                    return None
             return None if wanted is None else {**obj, "status": wanted}
 
         wrote = update_with_retry(
@@ -217,6 +242,9 @@ class _Applier:
                 KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
         if wrote and self.dry:
             self._dry_recorded(entry)
+        if granted and not granted[0]:
+            self.result.deferred.append(f"status {label}")
+            return
         if wrote:
             self.result.writes.append(f"status {label}")
             kind = "Warning" if entry.state == "inadmissible" else "Normal"
@@ -225,6 +253,35 @@ class _Applier:
                        "; ".join(r.message for r in entry.reasons))
         else:
             self.result.skipped.append(f"status {label}")
+
+    def finish(self, entry: WorkloadEntry) -> None:
+        """Mark the Workload of finished pods ``Finished`` (as Kueue's pod integration does), which
+        releases its quota. A Workload already Finished, missing, or made by someone else (whose
+        ``Finished`` is theirs to set) is left as it is."""
+        if entry.origin == "workload":
+            return
+        ns, name = entry.name.split("/", 1)
+        label = f"Workload {entry.name}"
+        finished = next((r for r in entry.reasons if r.code == "Finished"), None)
+        details = dict(finished.details) if finished else {}
+        reason = "Failed" if details.get("outcome") == "Failed" else "Succeeded"
+        message = (f"Pods succeeded: {details['succeeded']}/{details['total']}." if "total" in details
+                   else finished.message if finished else "finished")
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = obj.get("status") or {}
+            if any(c.get("type") == "Finished" and c.get("status") == "True" for c in status.get("conditions", [])):
+                return None
+            conditions = _conditions(status.get("conditions", []), [("Finished", "True", reason, message)])
+            return {**obj, "status": {**status, "conditions": conditions}}
+
+        if update_with_retry(lambda: self._get_workload(ns, name), change, lambda obj: self._fenced(
+                lambda: self.custom.replace_namespaced_custom_object_status(
+                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))):
+            self.result.writes.append(f"finish {label}")
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Finished", message)
+        else:
+            self.result.skipped.append(f"finish {label}")
 
     def _dry_recorded(self, entry: WorkloadEntry) -> None:
         """In a dry run nothing is recorded: the ungates go on as if the plan's admission were."""
@@ -285,7 +342,9 @@ class _Applier:
         ns, name = target.split("/", 1)
         if workload not in self.recorded:  # read when its first pod is ungated, not from the plan
             wl_ns, wl_name = workload.split("/", 1)
-            self.recorded[workload] = ((self._get_workload(wl_ns, wl_name) or {}).get("status") or {}).get("admission")
+            obj = self._get_workload(wl_ns, wl_name) or {}
+            self.recorded[workload] = (obj.get("status") or {}).get("admission")
+            self.uids[workload] = (obj.get("metadata") or {}).get("uid") or ""
         if not self.recorded[workload]:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
             return
@@ -306,7 +365,10 @@ class _Applier:
                 raise ValueError(f"its nodeSelector already sets {clash} differently from the admitted flavor")
             merged.update(selector)
             pod.spec.node_selector = merged
-            pod.metadata.annotations = {**(pod.metadata.annotations or {}), **annotations}
+            # The Workload it runs under, by uid: should that Workload be deleted, its group has
+            # ended (engine/workloads.py, _ended); a new Workload of that name is another one.
+            recorded = {WORKLOAD_UID_ANNOTATION: self.uids[workload]} if self.uids.get(workload) else {}
+            pod.metadata.annotations = {**(pod.metadata.annotations or {}), **annotations, **recorded}
             pod.spec.scheduling_gates = [g for g in gates if g.name != GATE] or None
             return pod
 
@@ -354,17 +416,29 @@ class _Applier:
         for pod, uid in pods:
             self.delete(f"{ns}/{pod}", target, uid, message, reason=why)
 
-    def delete(self, target: str, workload: str, uid: str, message: str, *, reason: str = "ExcessPodDeleted") -> None:
-        ns, name = target.split("/", 1)
-
+    def _unfinalize(self, ns: str, name: str, uid: str) -> bool:
+        """Remove the finalizer ``kueue.x-k8s.io/managed`` from pod ``ns/name`` if it is the pod
+        of ``uid``; True if that was written."""
         def unfinalize(pod: client.V1Pod) -> client.V1Pod | None:
             if (uid and pod.metadata.uid != uid) or FINALIZER not in (pod.metadata.finalizers or []):
                 return None
             pod.metadata.finalizers = [f for f in pod.metadata.finalizers if f != FINALIZER] or None
             return pod
 
-        update_with_retry(lambda: self._get_pod(ns, name), unfinalize, lambda pod: self._fenced(
-            lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry)))
+        return bool(update_with_retry(lambda: self._get_pod(ns, name), unfinalize, lambda pod: self._fenced(
+            lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))))
+
+    def finalize(self, target: str, uid: str) -> None:
+        """Remove a pod's finalizer: clueue no longer needs to see it end (finalize-pod)."""
+        ns, name = target.split("/", 1)
+        if self._unfinalize(ns, name, uid):
+            self.result.writes.append(f"finalize Pod {target}")
+        else:
+            self.result.skipped.append(f"finalize Pod {target}")
+
+    def delete(self, target: str, workload: str, uid: str, message: str, *, reason: str = "ExcessPodDeleted") -> None:
+        ns, name = target.split("/", 1)
+        self._unfinalize(ns, name, uid)
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid) if uid else None)
         try:
             self._fenced(lambda: self.core.delete_namespaced_pod(name, ns, body=options, **self.dry),
@@ -408,7 +482,8 @@ class _Applier:
 
 
 def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
-               fence: Callable[[], None] | None = None) -> ApplyResult:
+               fence: Callable[[], None] | None = None,
+               pending_writes: PendingWriteLimiter | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
 
     With ``dry_run`` every write is sent with ``dryRun=All``: the API server validates it and
@@ -421,10 +496,14 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
     ``fence`` is called before every write (:meth:`DeciderLease.fence <.lease.DeciderLease.fence>`);
     when it raises :class:`~.lease.LeaseLost` the apply stops there in the same way.
 
+    ``pending_writes`` (pacing.py), kept by a controller from cycle to cycle, paces the status
+    writes of existing pending and inadmissible Workloads, highest-ranked first; those it holds
+    back are listed in ``deferred`` and written by a later cycle. Without it nothing is paced.
+
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
     """
-    applier = _Applier(api, plan, dry_run, fence or (lambda: None))
+    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes)
     result = applier.result
     if applier.version is None:
         result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
@@ -434,9 +513,15 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
             for obj in plan.rejected:
                 if obj.kind != "Workload" and obj.name:
                     applier.rejected(obj)
-            for entry in plan.workloads:
-                if entry.state != "finished":
-                    with recorded(result.errors, api, f"writing Workload {entry.name}"):
+            entries: list[WorkloadEntry] = list(plan.workloads)
+            if pending_writes is not None:  # the paced ones last, highest-ranked first (a stable sort)
+                entries.sort(key=lambda e: (e.state in _WAITING, e.rank is None, e.rank or 0) if e.state in _WAITING
+                             else (False, False, 0))
+            for entry in entries:
+                with recorded(result.errors, api, f"writing Workload {entry.name}"):
+                    if entry.state == "finished":
+                        applier.finish(entry)
+                    else:
                         applier.workload(entry)
             for action in plan.actions:
                 details = dict(action.details)
@@ -444,6 +529,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                     if action.kind == "ungate":
                         applier.ungate(action.target, action.workload, details.get("uid", ""),
                                        details.get("nodeSelector", {}), details.get("annotations", {}))
+                    elif action.kind == "finalize-pod":
+                        applier.finalize(action.target, details.get("uid", ""))
                     elif action.kind == "delete-pod":
                         applier.delete(action.target, action.workload, details.get("uid", ""),
                                        details["reason"]["message"])
@@ -477,4 +564,13 @@ def _written(obj: Any, deleting: tuple[str, str] | None) -> list[tuple[str, str,
 _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",
                "LocalQueueDrained": "LocalQueueStopped", "Deactivated": "Deactivated"}
 
-_DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "preempt": "preempting Workload"}
+_DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "finalize-pod": "removing the finalizer of Pod",
+          "preempt": "preempting Workload"}
+
+# Plan states whose Workload status only says why it waits: paced by a PendingWriteLimiter.
+_WAITING = ("pending", "inadmissible")
+
+
+def _reclaimable(value: Any) -> dict[str, int]:
+    """``status.reclaimablePods`` by pod set, without the ones of count 0."""
+    return {str(r.get("name")): int(r.get("count") or 0) for r in value or [] if isinstance(r, dict) and r.get("count")}
