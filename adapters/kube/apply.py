@@ -9,7 +9,10 @@ Order, and what it guarantees:
    admission, one whose pod sets (names, counts, requests) differ from its pods' is deleted (only
    the version read) and created anew, since Kueue's Workloads do not change their pod sets;
    one that holds an admission is left as it is, with a warning. Either way every pod gets an
-   owner reference on it.
+   owner reference on it (so replacement pods are adopted). An admitted pod group's succeeded
+   pods are written in ``status.reclaimablePods``; a finished workload of pods gets
+   ``Finished=True`` (reason ``Succeeded``, or ``Failed`` for a failed single pod, as Kueue
+   writes it), which releases its quota. A Workload someone else created is theirs to finish.
 2. **Pods.** The admission gate is removed and the chosen flavors' node labels added to the node
    selector, on the exact pod the plan decided on (same uid), and only once the Workload's
    admission is recorded and names the flavors the plan's does: the Workload is read again before
@@ -18,7 +21,11 @@ Order, and what it guarantees:
    next cycle to ungate as recorded. A failure between 1 and 2 leaves an admitted Workload with
    gated pods, which the next cycle ungates; never an ungated pod without a recorded admission,
    nor with another flavor's node selector than the recorded one.
-3. **Excess pods.** The finalizer is removed and the pod deleted, by uid.
+   Each pod ungated records the uid of the Workload it runs under (``clueue.dev/workload-uid``):
+   if that Workload is deleted, the engine ends the group (engine/workloads.py).
+3. **Excess pods.** The finalizer is removed and the pod deleted, by uid; so are the live pods
+   of a group whose Workload was deleted. ``finalize-pod`` removes the finalizer alone (a pod
+   finished, replaced, or deleted while waiting).
 4. **Preemption**, in the same pass as 2 and 3, in the plan's order. Step 1 leaves a victim's
    Workload as it is (it still holds its admission); here, if it still holds
    ``status.admission``, it loses it and gets ``Evicted=True``, ``QuotaReserved=False`` and
@@ -39,6 +46,8 @@ its reasons' codes and data (``[clueue:<digest>]`` at the end of the message) an
 only when they change, not when only their wording does, nor when all that changed is whom it
 waited behind (``WaitsBehind`` names workloads admitted in the cycle that decided; the next cycle
 sees them admitted before). Events are recorded on Workloads and pods when something changes.
+A controller also paces those pending writes (``pending_writes``, pacing.py): the ones its
+limit holds back are left for a later cycle; no decision is ever held back.
 
 **Concurrent deciders.** resourceVersion guards one object, not a decision that spans many (two
 admissions into one flavor). Deciders therefore take turns under the decider lease (lease.py,
