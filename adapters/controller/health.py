@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 
 from prometheus_client.exposition import choose_encoder
 
+from ..http import Handler
 from .metrics import Metrics
 
 __all__ = ["HealthServer"]
@@ -35,40 +36,28 @@ class _Server(ThreadingHTTPServer):
     owner: HealthServer
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(Handler):
     server: _Server
-    protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         owner = self.server.owner
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            self._send(200, encoder(owner.metrics.registry), content_type)
+            self.send_body(200, encoder(owner.metrics.registry), content_type)
         elif path == "/healthz":
             self._probe(owner.healthy, 500, "not healthy")
         elif path == "/readyz":
             self._probe(owner.ready, 503, "not ready")
         else:
-            self._send(404, b"not found\n")
+            self.send_body(404, b"not found\n")
 
     def _probe(self, check: Callable[[], bool], failed: int, default: str) -> None:
         try:
             ok, reason = bool(check()), default
         except Exception as e:  # the check's own failure is the reason
             ok, reason = False, f"{default}: {e}"
-        self._send(200, b"ok\n") if ok else self._send(failed, f"{reason}\n".encode())
-
-    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
-        # Probes and scrapes come every few seconds: access lines only at debug.
-        log.debug("%s %s", self.address_string(), format % args)
+        self.send_body(200, b"ok\n") if ok else self.send_body(failed, f"{reason}\n".encode())
 
 
 class HealthServer:

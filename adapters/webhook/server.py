@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from kubernetes import client
 from clueue.adapters.kube.retry import call
 from clueue.engine.config import Config
 
+from ..http import Handler
 from .configuration import MUTATE_PATH, VALIDATE_PATH
 from .mutate import mutate, validate
 
@@ -147,30 +148,19 @@ class _Server(ThreadingHTTPServer):
         log.debug("webhook connection from %s failed", client_address, exc_info=True)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(Handler):
     server: _Server
-    protocol_version = "HTTP/1.1"  # the apiserver keeps connections open
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        log.debug("webhook %s " + format, self.client_address[0], *args)
-
-    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.path.split("?")[0] in ("/healthz", "/readyz"):
-            self._send(200, b"ok", "text/plain")
+            self.send_body(200, b"ok",)
         else:
-            self._send(404, b"not found", "text/plain")
+            self.send_body(404, b"not found",)
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?")[0]
         if path not in (MUTATE_PATH, VALIDATE_PATH):
-            self._send(404, b"not found", "text/plain")
+            self.send_body(404, b"not found",)
             return
         try:
             length = int(self.headers.get("Content-Length") or "")
@@ -181,12 +171,12 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
                 raise ValueError("request.uid is missing")
         except (ValueError, KeyError, TypeError) as e:
-            self._send(400, f"not an AdmissionReview v1: {e}".encode(), "text/plain")
+            self.send_body(400, f"not an AdmissionReview v1: {e}".encode(),)
             return
         answer = self.server.webhook.review(path, request)
         out = {"apiVersion": review.get("apiVersion") or "admission.k8s.io/v1", "kind": "AdmissionReview",
                "response": {"uid": request["uid"], **answer}}
-        self._send(200, json.dumps(out).encode())
+        self.send_body(200, json.dumps(out).encode(), "application/json")
 
 
 def _refused(message: str, code: int = HTTPStatus.FORBIDDEN) -> dict[str, Any]:
