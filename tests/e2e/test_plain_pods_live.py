@@ -98,6 +98,17 @@ def started(api: client.ApiClient, ns: str, name: str) -> bool:
     return ungated
 
 
+def running_group(api: client.ApiClient, nominal: int, size: int = 2) -> str:
+    """A namespace with ``nominal`` cpu of quota and the group ``g`` of ``size`` 1-cpu pods, admitted
+    and running."""
+    ns = queue_setup(api, tag(), nominal=nominal)
+    for i in range(size):
+        create(api, member(ns, f"g-{i}", "g", total=size))
+    cycle(api, ns)
+    assert all([started(api, ns, f"g-{i}") for i in range(size)])
+    return ns
+
+
 def test_single_pod_queued_admitted_and_finished(api: client.ApiClient) -> None:
     ns = queue_setup(api, tag(), nominal=4)
     create(api, gated_pod(ns, "solo", cpu="4"))
@@ -119,11 +130,7 @@ def test_single_pod_queued_admitted_and_finished(api: client.ApiClient) -> None:
 
 
 def test_group_finished_when_all_pods_succeed_with_reclaimable_pods_meanwhile(api: client.ApiClient) -> None:
-    ns = queue_setup(api, tag(), nominal=3)
-    for i in range(2):
-        create(api, member(ns, f"g-{i}", "g", total=2))
-    cycle(api, ns)
-    assert started(api, ns, "g-0") and started(api, ns, "g-1")
+    ns = running_group(api, nominal=3)
     create(api, gated_pod(ns, "next", cpu="2"))
     phase(api, ns, "g-0", "Succeeded")
     cycle(api, ns)
@@ -140,10 +147,7 @@ def test_group_finished_when_all_pods_succeed_with_reclaimable_pods_meanwhile(ap
 
 
 def test_group_finished_by_a_pod_that_is_not_retriable(api: client.ApiClient) -> None:
-    ns = queue_setup(api, tag(), nominal=2)
-    for i in range(2):
-        create(api, member(ns, f"g-{i}", "g", total=2))
-    cycle(api, ns)
+    ns = running_group(api, nominal=2)
     core(api).patch_namespaced_pod("g-0", ns, {"metadata": {"annotations": {
         "kueue.x-k8s.io/retriable-in-group": "false"}}})
     phase(api, ns, "g-0", "Failed")
@@ -154,11 +158,7 @@ def test_group_finished_by_a_pod_that_is_not_retriable(api: client.ApiClient) ->
 
 
 def test_failed_pods_recreated_use_the_same_quota(api: client.ApiClient) -> None:
-    ns = queue_setup(api, tag(), nominal=2)
-    for i in range(2):
-        create(api, member(ns, f"g-{i}", "g", total=2))
-    cycle(api, ns)
-    assert started(api, ns, "g-0") and started(api, ns, "g-1")
+    ns = running_group(api, nominal=2)
     phase(api, ns, "g-1", "Failed")
     create(api, member(ns, "g-1b", "g", total=2))  # its replacement
     create(api, gated_pod(ns, "other"))  # wants the failed pod's cpu, which the group keeps
@@ -171,10 +171,7 @@ def test_failed_pods_recreated_use_the_same_quota(api: client.ApiClient) -> None
 
 
 def test_excess_pods_after_admission_youngest_per_role_deleted(api: client.ApiClient) -> None:
-    ns = queue_setup(api, tag(), nominal=4)
-    for i in range(2):
-        create(api, member(ns, f"g-{i}", "g", total=2))
-    cycle(api, ns)
+    ns = running_group(api, nominal=4)
     create(api, member(ns, "g-late", "g", total=2))
     assert f"delete Pod {ns}/g-late" in cycle(api, ns).applied.writes
     assert pods(api, ns) == {"g-0", "g-1"}
@@ -223,11 +220,7 @@ def test_group_preempted_then_resumed_with_new_pods(api: client.ApiClient) -> No
 
 
 def test_deleting_a_workload_ends_its_group(api: client.ApiClient) -> None:
-    ns = queue_setup(api, tag(), nominal=4)
-    for i in range(3):
-        create(api, member(ns, f"g-{i}", "g", total=3))
-    cycle(api, ns)
-    assert all(started(api, ns, f"g-{i}") for i in range(3))
+    ns = running_group(api, nominal=4, size=3)
     phase(api, ns, "g-2", "Succeeded")
     client.CustomObjectsApi(api).delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "workloads", "g")
     writes = cycle(api, ns).applied.writes
