@@ -109,7 +109,7 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
                             leading=lambda: elector.leading if elector is not None else True,
                             shutdown_grace=options.shutdown_grace)
     controller.observers = [_observer(metrics, controller)]
-    parts: list[Callable[[], None]] = [lambda: cache.stop(timeout=1.0)]  # stopped in reverse order
+    parts: list[Callable[[], None]] = [lambda: cache.stop(timeout=0.5)]  # stopped in reverse order
     try:
         webhook, rotate = _start_webhook(options, api, config, namespace, cache, metrics)
         if webhook is not None:

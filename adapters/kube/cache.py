@@ -71,10 +71,11 @@ class ClusterCache:
     >>> cache.wait_synced(30); plan = run_cycle(cache.snapshot(), policy)  # doctest: +SKIP
     """
 
-    def __init__(self, api: client.ApiClient, *, watch_seconds: int = 300) -> None:
+    def __init__(self, api: client.ApiClient, *, watch_seconds: int = 300, version: str | None = None) -> None:
+        """``version``: the served version of kueue.x-k8s.io ("" if not installed); default: discovered."""
         self.api = api
         self.watch_seconds = watch_seconds
-        self.version = kueue_version(api) or ""
+        self.version = (kueue_version(api) or "") if version is None else version
         self.kinds = [k for k in KINDS if not k.custom or self.version]
         self.changed = threading.Event()
         self.relists = 0  # how many times a kind was listed again after a watch ended badly
@@ -99,12 +100,13 @@ class ClusterCache:
         return self
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop the watches; waits for each thread up to ``timeout`` (default: a watch's length)."""
+        """Stop the watches; waits for the threads up to ``timeout`` s in all (default: a watch's length)."""
         self._stop.set()
         with self._lock:
             self._lock.notify_all()
-        for thread in self._threads:
-            thread.join(timeout=self.watch_seconds + 5 if timeout is None else timeout)
+        deadline = time.monotonic() + (self.watch_seconds + 5 if timeout is None else timeout)
+        for thread in self._threads:  # a watch blocked reading ends with its stream; daemon threads need no join
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def wait_synced(self, timeout: float) -> bool:
         """True once every kind has been listed at least once."""
@@ -285,29 +287,33 @@ class ClusterCache:
             version = obj.get("metadata", {}).get("resourceVersion", version)
             if kind_of_event == "ERROR":
                 raise ApiException(status=obj.get("code", 500), reason=obj.get("message", "watch error"))
-            if kind_of_event == "BOOKMARK":  # every event up to it was delivered
-                with self._lock:
-                    self._seen[kind.kind] = version
-                    self._settle(kind.kind)
-                continue
-            doc = to_document(self.api, kind, self.version, obj)
-            key = self._key(kind, dict(doc.body))
-            with self._lock:
-                listed = self._listed_at[kind.kind]
-                if listed and newer_or_equal(listed, version):
-                    continue  # older than a list made since (resync): the list holds it or its successor
-                self._seen[kind.kind] = version
-                expected = self._expected.get((kind.kind, key))  # our own write coming back, if equal
-                ours = expected == version or (expected == "" and kind_of_event == "DELETED")
-                if kind_of_event == "DELETED":
-                    self._objects[kind.kind].pop(key, None)
-                    self._gone[kind.kind][key] = version
-                else:
-                    self._objects[kind.kind][key] = doc
-                    self._gone[kind.kind].pop(key, None)
-                self._settle(kind.kind)
-                if self._recent is not None:
-                    self._recent.append((kind.kind, key, version, kind_of_event == "DELETED"))
-                elif not ours:
-                    self._mark(kind.kind)
+            self._on_event(kind, kind_of_event, obj, version)
         return version
+
+    def _on_event(self, kind: Kind, kind_of_event: str, obj: dict[str, Any], version: str) -> None:
+        """Bring one watch event (ADDED, MODIFIED, DELETED, BOOKMARK) of ``kind`` into the cache."""
+        if kind_of_event == "BOOKMARK":  # every event up to it was delivered
+            with self._lock:
+                self._seen[kind.kind] = version
+                self._settle(kind.kind)
+            return
+        doc = to_document(self.api, kind, self.version, obj)
+        key = self._key(kind, dict(doc.body))
+        with self._lock:
+            listed = self._listed_at[kind.kind]
+            if listed and newer_or_equal(listed, version):
+                return  # older than a list made since (resync): the list holds it or its successor
+            self._seen[kind.kind] = version
+            expected = self._expected.get((kind.kind, key))  # our own write coming back, if equal
+            ours = expected == version or (expected == "" and kind_of_event == "DELETED")
+            if kind_of_event == "DELETED":
+                self._objects[kind.kind].pop(key, None)
+                self._gone[kind.kind][key] = version
+            else:
+                self._objects[kind.kind][key] = doc
+                self._gone[kind.kind].pop(key, None)
+            self._settle(kind.kind)
+            if self._recent is not None:
+                self._recent.append((kind.kind, key, version, kind_of_event == "DELETED"))
+            elif not ours:
+                self._mark(kind.kind)

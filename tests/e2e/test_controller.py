@@ -1,0 +1,150 @@
+"""``clueue controller`` as a process against a real kube-apiserver: it admits gated pods up to
+the quota with nobody running apply, follows finished pods, shuts down cleanly on SIGTERM, and
+with leader election only the leader decides and a killed leader is replaced.
+
+The module has its own control plane: a controller decides over the whole cluster. Pods are
+created gated, labelled and finalized as the webhook would make them (the webhook is tested on
+its own); their phases are set through the status subresource, as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from clueue.adapters.kube.apply import GATE
+from tests.e2e.controller_harness import (
+    CONTROLLER_NS, DECIDER_LEASE, LEADER_LEASE, controller_log, lease_holder, start_controller, stop_controller,
+    wait_until,
+)
+from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
+from tests.testenv.build import ensure_binaries
+from tests.testenv.control_plane import ControlPlane
+
+FAST = ("--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ControlPlane]:
+    plane = ControlPlane(ensure_binaries())
+    plane.start()
+    plane.create_namespace(CONTROLLER_NS)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def api(cluster: ControlPlane) -> Iterator[client.ApiClient]:
+    with cluster.api_client() as api:
+        yield api
+
+
+def gated(api: client.ApiClient, ns: str) -> set[str]:
+    """The pods of ``ns`` that still carry the admission gate."""
+    pods = client.CoreV1Api(api).list_namespaced_pod(ns).items
+    return {p.metadata.name for p in pods if any(g.name == GATE for g in p.spec.scheduling_gates or [])}
+
+
+def ungated(api: client.ApiClient, ns: str) -> set[str]:
+    pods = client.CoreV1Api(api).list_namespaced_pod(ns).items
+    return {p.metadata.name for p in pods} - gated(api, ns)
+
+
+def waiting_recorded(api: client.ApiClient, ns: str, name: str) -> bool:
+    """Whether pod ``name``'s Workload records that it waits (QuotaReserved=False)."""
+    try:
+        wl = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta1", ns, "workloads", f"pod-{name}")
+    except client.ApiException:
+        return False
+    return any(c["type"] == "QuotaReserved" and c["status"] == "False"
+               for c in (wl.get("status") or {}).get("conditions", []))
+
+
+def finish(api: client.ApiClient, ns: str, name: str) -> None:
+    """Mark a pod Succeeded, as its kubelet would."""
+    core = client.CoreV1Api(api)
+    pod = core.read_namespaced_pod(name, ns)
+    pod.status.phase = "Succeeded"
+    core.replace_namespaced_pod_status(name, ns, pod)
+
+
+def test_the_controller_admits_up_to_the_quota_and_follows_finished_pods(cluster, api):
+    t = tag()
+    ns = queue_setup(api, t, nominal=2)
+    for i in range(3):
+        create(api, gated_pod(ns, f"p{i}"))
+    proc = start_controller(cluster, *FAST)
+    try:
+        wait_until(lambda: len(ungated(api, ns)) == 2, 60, "two of three pods ungated", proc=proc)
+        waiting = gated(api, ns)
+        assert len(waiting) == 1
+        (last,) = waiting
+        wait_until(lambda: waiting_recorded(api, ns, last), 30, f"{last} recorded as waiting", proc=proc)
+        assert gated(api, ns) == {last}  # the quota is full: it stays gated
+
+        finish(api, ns, sorted(ungated(api, ns))[0])  # frees 1 cpu
+        wait_until(lambda: not gated(api, ns), 30, f"{last} ungated once a pod finished", proc=proc)
+
+        create(api, gated_pod(ns, "late"))  # a pod created while the controller runs
+        wait_until(lambda: waiting_recorded(api, ns, "late"), 30, "the late pod decided", proc=proc)
+        assert gated(api, ns) == {"late"}
+        assert proc.poll() is None
+    finally:
+        code = stop_controller(proc)
+    assert code == 0, controller_log(proc)[-3000:]
+    assert lease_holder(api, DECIDER_LEASE) == ""  # released at the end
+    assert "cycle" in controller_log(proc)
+
+
+def test_sigterm_exits_zero_and_releases_the_lease(cluster, api):
+    proc = start_controller(cluster, *FAST)
+    wait_until(lambda: lease_holder(api, DECIDER_LEASE), 60, "the decider lease taken", proc=proc)
+    started = time.monotonic()
+    assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
+    print(f"\nSIGTERM to exit: {time.monotonic() - started:.2f} s")
+    assert lease_holder(api, DECIDER_LEASE) == ""
+
+
+def test_with_leader_election_only_the_leader_decides_and_a_killed_leader_is_replaced(cluster, api):
+    t = tag()
+    ns = queue_setup(api, t, nominal=10)
+    procs = [start_controller(cluster, *FAST, "--leader-elect") for _ in range(2)]
+    try:
+        leader = wait_until(lambda: lease_holder(api, LEADER_LEASE), 60, "a leader", proc=procs[0])
+        wait_until(lambda: lease_holder(api, DECIDER_LEASE) == leader, 60, "the leader to take the decider lease",
+                   proc=procs[0])
+        create(api, gated_pod(ns, "first"))
+        wait_until(lambda: "first" in ungated(api, ns), 30, "the leader to admit a pod", proc=procs[0])
+
+        logs = [controller_log(p) for p in procs]
+        deciding = [i for i, log in enumerate(logs) if "took the decider lease" in log]
+        assert len(deciding) == 1, logs  # only the leader ever took it
+        (leading,) = deciding
+        follower = procs[1 - leading]
+
+        procs[leading].send_signal(signal.SIGKILL)
+        procs[leading].wait()
+        killed = time.monotonic()
+        create(api, gated_pod(ns, "second"))
+        new_leader = wait_until(lambda: (lease_holder(api, LEADER_LEASE) or leader) != leader and
+                                lease_holder(api, LEADER_LEASE), 60, "another leader", proc=follower)
+        elected = time.monotonic()
+        wait_until(lambda: "second" in ungated(api, ns), 60, "the new leader to admit a pod", proc=follower)
+        admitted = time.monotonic()
+        print(f"\nleader killed: new leader elected after {elected - killed:.1f} s, deciding again after "
+              f"{admitted - killed:.1f} s (lease duration 4 s)")
+        assert lease_holder(api, DECIDER_LEASE) == new_leader
+        assert stop_controller(follower) == 0, controller_log(follower)[-3000:]
+        assert lease_holder(api, LEADER_LEASE) == "" and lease_holder(api, DECIDER_LEASE) == ""
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -1,0 +1,134 @@
+"""The controller's pure parts: debouncing, back-off, resourceVersion order, the cache's
+expectations of its own writes, and the write refusal on shutdown or lost leadership."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clueue.adapters.controller.loop import Backoff, Controller, CycleResult, Debounce
+from clueue.adapters.controller.run import parse_bind
+from clueue.adapters.kube.apply import ApplyResult
+from clueue.adapters.kube.cache import ClusterCache, caught_up, newer_or_equal
+from clueue.adapters.kube.kinds import KINDS
+from clueue.engine import load_policy
+
+POD = next(k for k in KINDS if k.kind == "Pod")
+
+
+def test_a_batch_is_due_a_window_after_the_last_change():
+    d = Debounce(window=0.2, max_delay=2.0)
+    assert d.due_in(0.0) is None
+    d.note(10.0)
+    assert d.due_in(10.0) == pytest.approx(0.2)
+    d.note(10.15)
+    assert d.due_in(10.2) == pytest.approx(0.15)
+    assert d.due_in(10.4) == 0.0
+    d.reset()
+    assert d.due_in(11.0) is None
+
+
+def test_a_steady_stream_of_changes_is_decided_after_the_maximum_delay():
+    d = Debounce(window=0.2, max_delay=1.0)
+    now = 5.0
+    while now < 5.95:
+        d.note(now)
+        now += 0.1
+    assert d.due_in(now) == pytest.approx(max(0.0, 6.0 - now))
+    d.note(6.0)
+    assert d.due_in(6.0) == 0.0
+
+
+def test_backoff_doubles_to_its_maximum_and_resets():
+    b = Backoff(initial=1.0, maximum=5.0)
+    assert [b.failed() for _ in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    b.succeeded()
+    assert b.failed() == 1.0
+
+
+def test_resource_versions_compare_as_integers_else_only_equal():
+    assert newer_or_equal("10", "9") and newer_or_equal("9", "9") and not newer_or_equal("9", "10")
+    assert newer_or_equal("abc", "abc") and not newer_or_equal("abd", "abc")
+
+
+def test_a_write_is_caught_up_when_held_at_its_version_or_later_or_seen_deleted():
+    assert caught_up("10", "10", "10") and caught_up("10", "12", "12")
+    assert not caught_up("10", "9", "9")
+    assert not caught_up("10", None, "9")  # not there yet
+    assert caught_up("10", None, "11")  # the watch passed the write: deleted since
+    assert caught_up("", None, "") and not caught_up("", "5", "5")  # a delete
+
+
+def _pod(name: str, version: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns",
+                                                            "resourceVersion": version}}
+
+
+def _cache() -> ClusterCache:
+    return ClusterCache(None, version="")  # type: ignore[arg-type] - no API: events are fed by hand
+
+
+def test_the_cache_waits_for_its_own_writes_and_does_not_count_them_as_changes():
+    cache = _cache()
+    cache._on_event(POD, "ADDED", _pod("a", "5"), "5")
+    assert cache.take_changes() == {"Pod"}
+
+    cache.begin_writes()
+    cache._on_event(POD, "MODIFIED", _pod("a", "7"), "7")  # our write, back before the apply ended
+    cache.expect([("Pod", "ns/a", "7"), ("Pod", "ns/b", "8")])
+    assert cache.take_changes() == set()
+    assert cache.pending_expectations() == {("Pod", "ns/b"): "8"}
+    assert not cache.wait_changed(0)
+
+    cache._on_event(POD, "ADDED", _pod("b", "8"), "8")  # our own write coming back later
+    assert cache.pending_expectations() == {}
+    assert cache.take_changes() == set()
+
+    cache._on_event(POD, "MODIFIED", _pod("b", "9"), "9")  # someone else's change
+    assert cache.take_changes() == {"Pod"}
+
+
+def test_changes_during_a_cycle_by_others_still_count():
+    cache = _cache()
+    cache.begin_writes()
+    cache._on_event(POD, "ADDED", _pod("c", "3"), "3")
+    cache._on_event(POD, "DELETED", _pod("d", "4"), "4")
+    cache.expect([("Pod", "ns/d", "")])  # we deleted d; c is someone else's
+    assert cache.take_changes() == {"Pod"}
+    assert cache.get("Pod", "ns/c") is not None and cache.get("Pod", "ns/d") is None
+
+
+def test_a_watch_event_older_than_a_list_is_stale():
+    cache = _cache()
+    cache._listed_at["Pod"] = "20"
+    cache._on_event(POD, "ADDED", _pod("old", "15"), "15")
+    assert cache.get("Pod", "ns/old") is None
+    cache._on_event(POD, "ADDED", _pod("new", "21"), "21")
+    assert cache.get("Pod", "ns/new") is not None
+
+
+def test_a_cycle_with_errors_or_a_stopped_apply_is_retried_after_a_backoff():
+    assert CycleResult(started=0.0, error="boom").failed
+    assert CycleResult(started=0.0, applied=ApplyResult(errors=["x"])).failed
+    assert CycleResult(started=0.0, applied=ApplyResult(stopped=True)).failed
+    assert not CycleResult(started=0.0, applied=ApplyResult(writes=["w"])).failed
+
+
+def test_writes_are_refused_once_not_leading_or_past_the_shutdown_grace():
+    leading = [True]
+    controller = Controller(None, None, load_policy(), leading=lambda: leading[0],  # type: ignore[arg-type]
+                            shutdown_grace=0.0)
+    assert controller._refusal() == ""
+    leading[0] = False
+    assert "no longer the leader" in controller._refusal()
+    leading[0] = True
+    controller.stop()
+    assert "shutting down" in controller._refusal()
+
+
+def test_bind_addresses():
+    assert parse_bind(":8080") == ("0.0.0.0", 8080)
+    assert parse_bind("127.0.0.1:0") == ("127.0.0.1", 0)
+    with pytest.raises(ValueError):
+        parse_bind("8080x")
