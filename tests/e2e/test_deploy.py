@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import filecmp
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
+from tests.e2e.controller_harness import controller_log, lease_holder, start_controller, stop_controller, wait_until
+from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
+from tests.e2e.test_controller import waiting_recorded
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane, api_error_message
 
@@ -372,3 +376,101 @@ def test_the_token_really_works_and_is_really_refused(plane: ControlPlane, as_co
         with pytest.raises(client.ApiException) as error:
             forbidden()
         assert error.value.status == 403
+
+
+# --------------------------------------------------------------------------------------------
+# The controller, authenticated by the ServiceAccount's token alone
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_deployment_args_are_the_controller_cli(manifests: list[dict[str, Any]]) -> None:
+    """Every argument the Deployment passes parses as `clueue controller` options (the
+    kubelet expands $(POD_NAMESPACE) first)."""
+    from clueue.adapters.cli import main
+
+    container = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+    command, *args = [arg.replace("$(POD_NAMESPACE)", NAMESPACE) for arg in container["args"]]
+    assert command == "controller"
+    with main.commands["controller"].make_context("controller", args) as context:
+        assert context.params["namespace"] == NAMESPACE and context.params["in_cluster"]
+    assert {env["name"] for env in container["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _registered(api: client.ApiClient, url: str) -> bool:
+    """Both webhook configurations call ``url`` and trust a CA (the certificate manager's)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    configurations = [admission.read_mutating_webhook_configuration(MUTATING),
+                      admission.read_validating_webhook_configuration(VALIDATING)]
+    return all(w.client_config.url and w.client_config.url.startswith(url) and w.client_config.ca_bundle
+               for c in configurations for w in c.webhooks)
+
+
+def _create_when_the_webhook_answers(api: client.ApiClient, body: dict[str, Any], proc: Any) -> None:
+    """Create a Pod, again while the apiserver still calls the webhook's previous address (its
+    configuration cache follows the update a moment later; failurePolicy Fail refuses meanwhile)."""
+    def created() -> bool:
+        try:
+            create(api, body)
+        except client.ApiException as error:
+            if "failed calling webhook" not in api_error_message(error):
+                raise
+            return False
+        return True
+    wait_until(created, 60, f"the webhook to admit Pod {body['metadata']['name']}", interval=0.5, proc=proc)
+
+
+def test_the_controller_does_its_job_with_the_service_account_token_alone(
+        plane: ControlPlane, applied: Any, controller_kubeconfig: Path) -> None:
+    """`clueue controller` with leader election and its webhook, as the ServiceAccount: it
+    creates its certificate Secret, writes its CA and (out of the cluster) its address into the
+    two webhook configurations, takes both leases, gates new Pods, admits one, ungates it, records
+    why the other waits, writes queue status and Events; and nothing it asked was forbidden."""
+    port = _free_port()
+    url = f"https://127.0.0.1:{port}"
+    with plane.api_client() as admin:
+        t = tag()
+        ns = queue_setup(admin, t, nominal=1)
+        proc = start_controller(plane, "--namespace", NAMESPACE, "--leader-elect", "--webhook",
+                                "--webhook-bind-address", f"127.0.0.1:{port}", "--webhook-url", url,
+                                "--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4",
+                                kubeconfig=controller_kubeconfig)
+        try:
+            wait_until(lambda: _registered(admin, url), 60, "the webhook configurations to call the controller",
+                       proc=proc)
+            for name in ("first", "second"):  # one cpu each, one cpu of quota: one waits
+                pod = gated_pod(ns, name, cpu="1")
+                # As a user writes it: the webhook adds the gate, the managed label and finalizer.
+                pod["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "main"}
+                del pod["metadata"]["finalizers"], pod["spec"]["schedulingGates"]
+                _create_when_the_webhook_answers(admin, pod, proc)
+
+            core = client.CoreV1Api(admin)
+
+            def outcome() -> dict[str, bool]:
+                pods = core.list_namespaced_pod(ns).items
+                return {p.metadata.name: bool(p.spec.scheduling_gates) for p in pods}
+
+            wait_until(lambda: sorted(outcome().values()) == [False, True], 60, "one Pod admitted and ungated",
+                       proc=proc)
+            waiting = next(name for name, is_gated in outcome().items() if is_gated)
+            wait_until(lambda: waiting_recorded(admin, ns, waiting), 60, "the waiting Pod's Workload status",
+                       proc=proc)
+            assert lease_holder(admin, "clueue-controller", NAMESPACE) and lease_holder(
+                admin, "clueue-decider", NAMESPACE)
+            assert core.read_namespaced_secret("clueue-webhook-tls", NAMESPACE).data["tls.crt"]
+            queues = client.CustomObjectsApi(admin)
+            wait_until(lambda: queues.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues",
+                                                                f"cq-{t}").get("status", {}).get("conditions"),
+                       60, "the ClusterQueue's status", proc=proc)
+            assert core.list_namespaced_event(ns).items
+        finally:
+            code = stop_controller(proc)
+    log = controller_log(proc)
+    assert code == 0, log[-4000:]
+    assert "forbidden" not in log.lower(), log[-4000:]  # a 403 is logged with its reason, Forbidden
