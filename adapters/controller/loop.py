@@ -46,6 +46,7 @@ from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
 from clueue.engine import ClueueError, Config, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
+from clueue.engine.memo import Memo
 
 __all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle"]
 
@@ -176,12 +177,14 @@ class Controller:
         self.expectation_timeout = expectation_timeout
         self.shutdown_grace = shutdown_grace
         self.session = Session(policy, config)
+        self._memo = Memo()  # for the over-quota check, kept across cycles as the session keeps its own
         self.cycles = 0
         self.lease: DeciderLease | None = None
         self._stopping = threading.Event()
         self._stopped_at = 0.0
         self._wake = threading.Event()
         self._crashed = False
+        self._told: set[str] = set()  # the apply errors and warnings logged already
 
     # -- control from other threads ------------------------------------------------------------
     def stop(self) -> None:
@@ -292,6 +295,18 @@ class Controller:
         except Exception as e:  # noqa: BLE001 - it expires on its own after its duration
             log.warning("could not release the decider lease: %s", e)
 
+    def _tell(self, applied: ApplyResult) -> None:
+        """Log the apply's errors and warnings, each once while it lasts (a cycle that meets the
+        same refusal or over-committed quota as the last one does not say it again)."""
+        told = set(applied.errors) | set(applied.warnings)
+        for line in applied.errors:
+            if line not in self._told:
+                log.warning("apply: %s", line)
+        for line in applied.warnings:
+            if line not in self._told:
+                log.warning("%s", line)
+        self._told = told
+
     def _cycle(self, resync: bool) -> CycleResult:
         """One cycle; never raises (a failure is the result's ``error``)."""
         result = CycleResult(started=time.time(), resynced=resync)
@@ -315,9 +330,10 @@ class Controller:
                 self.cache.resync()
             self.cache.wait_for_expectations(self.expectation_timeout)
             decided = decide_and_apply(self.api, self.policy, self.config, read=read, decide=decide, lease=self.lease,
-                                       lease_namespace=self.namespace)
+                                       lease_namespace=self.namespace, memo=self._memo)
             result.plan, result.applied = decided.plan, decided.applied
             written = decided.applied.written
+            self._tell(decided.applied)
         except ClueueError as e:
             result.error = str(e)
         except Exception as e:  # noqa: BLE001 - a bug must not stop the controller: logged, retried
@@ -325,6 +341,8 @@ class Controller:
             result.error = f"{type(e).__name__}: {e}"
         finally:
             self.cache.expect(written)
+        if result.error:
+            self._memo = Memo()  # as the session does: what a failed cycle kept may be half updated
         end = time.monotonic()
         read_at = marks["read"] if result.snapshot is not None else end
         decided_at = max(marks["decided"], read_at)

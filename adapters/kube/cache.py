@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Iterable
 
 from kubernetes import client, watch
@@ -53,6 +54,11 @@ def caught_up(expected: str, held: str | None, seen: str) -> bool:
     if held is None:  # absent: right for a delete, or once the watch passed the write (deleted since)
         return expected == "" or bool(seen) and newer_or_equal(seen, expected)
     return bool(expected) and newer_or_equal(held, expected)
+
+
+# The kinds of which a cluster holds thousands, parsed one object at a time (kind -> Snapshot field).
+_BULK = {"Pod": "pods", "Workload": "workloads"}
+_EMPTY = "the snapshot holds no objects clueue reads"  # build_snapshot's notice for no objects at all
 
 
 def _version_of(doc: Document) -> str:
@@ -89,6 +95,8 @@ class ClusterCache:
         self._expected: dict[tuple[str, str], str] = {}  # (kind, key) -> resourceVersion we wrote ("" deleted)
         self._recent: list[tuple[str, str, str, bool]] | None = None  # events while writing: (kind, key, version, deleted)
         self._lock = threading.Condition()
+        self._parse_lock = threading.Lock()
+        self._parsed: dict[str, dict[str, tuple[str, tuple[tuple[str, Any], ...], tuple[Any, ...]]]] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -119,9 +127,34 @@ class ClusterCache:
             return self._objects.get(kind, {}).get(key)
 
     def snapshot(self) -> Snapshot:
+        """The cached objects as a snapshot, as :func:`~clueue.engine.build_snapshot` (lenient)
+        makes it from them. Pods and Workloads, the bulk, are parsed once per resourceVersion:
+        a cycle over a large, slowly changing backlog pays for what changed."""
         with self._lock:
-            documents = [doc for docs in self._objects.values() for doc in docs.values()]
-        return build_snapshot(documents, lenient=True)  # malformed objects: left out, in .rejected
+            objects = {kind: dict(docs) for kind, docs in self._objects.items()}
+        base = build_snapshot([d for kind, docs in objects.items() if kind not in _BULK for d in docs.values()],
+                              lenient=True)  # malformed objects: left out, in .rejected
+        parts: dict[str, dict[str, Any]] = {}
+        rejected = list(base.rejected)
+        with self._parse_lock:
+            for kind, attr in _BULK.items():
+                known, fresh = self._parsed.get(kind, {}), {}
+                parsed: dict[str, Any] = {}
+                for key, doc in objects.get(kind, {}).items():
+                    version = _version_of(doc)
+                    hit = known.get(key)
+                    if hit is None or hit[0] != version or not version:
+                        one = build_snapshot([doc], lenient=True)
+                        hit = (version, tuple(getattr(one, attr).items()), one.rejected)
+                    fresh[key] = hit
+                    parsed.update(hit[1])
+                    rejected += hit[2]
+                self._parsed[kind] = fresh
+                parts[attr] = dict(sorted(parsed.items()))
+        notices = base.notices
+        if any(parts.values()):
+            notices = tuple(n for n in notices if n != _EMPTY)
+        return replace(base, **parts, notices=notices, rejected=tuple(rejected))
 
     # -- what changed -------------------------------------------------------------------------
     def wait_changed(self, timeout: float | None) -> bool:

@@ -17,6 +17,7 @@ from kubernetes import client
 
 from clueue.engine import Config, Plan, Policy, Snapshot
 from clueue.engine.guard import guarded_cycle
+from clueue.engine.memo import Memo
 from clueue.engine.overcommit import over_quota
 from clueue.engine.workloads import build_workloads
 
@@ -43,7 +44,7 @@ class Decided:
 def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Config(), *, dry_run: bool = False,
                      lease_namespace: str | None = None, lease_timeout: float = LEASE_TIMEOUT_S,
                      decide: Callable[[Snapshot], Plan] | None = None, read: Callable[[], Snapshot] | None = None,
-                     lease: DeciderLease | None = None) -> Decided:
+                     lease: DeciderLease | None = None, memo: Memo | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
     (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
@@ -51,7 +52,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     A controller passes the ``lease`` it holds for as long as it leads (taken and renewed by
     it, and given back at its end): it is used as the fence and neither taken nor released
     here; its ``read`` is then a snapshot of its cache, which holds every write made before the
-    lease was taken (:meth:`ClusterCache.resync <.cache.ClusterCache.resync>`).
+    lease was taken (:meth:`ClusterCache.resync <.cache.ClusterCache.resync>`). A ``memo`` kept
+    across its calls makes the over-quota check cost what changed (engine/memo.py).
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -73,5 +75,7 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=str(kueue_version(api)),
                                                  fence=lease.fence if lease else None, errors=applied.errors)
-    applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config).workloads)]
+    if memo is not None:
+        memo.start(snapshot.configuration())
+    applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]
     return Decided(plan, applied)

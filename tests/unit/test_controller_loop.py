@@ -12,7 +12,7 @@ from clueue.adapters.controller.run import parse_bind
 from clueue.adapters.kube.apply import ApplyResult
 from clueue.adapters.kube.cache import ClusterCache, caught_up, newer_or_equal
 from clueue.adapters.kube.kinds import KINDS
-from clueue.engine import load_policy
+from clueue.engine import build_snapshot, load_policy
 
 POD = next(k for k in KINDS if k.kind == "Pod")
 
@@ -132,3 +132,31 @@ def test_bind_addresses():
     assert parse_bind("127.0.0.1:0") == ("127.0.0.1", 0)
     with pytest.raises(ValueError):
         parse_bind("8080x")
+
+
+def _gated_pod(name: str, version: str, cpu: Any = "1") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": version,
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+            "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def test_the_cache_snapshot_is_the_snapshot_of_its_objects_parsed_once_per_version():
+    cache = _cache()
+    for i in range(3):
+        cache._on_event(POD, "ADDED", _gated_pod(f"p{i}", str(10 + i)), str(10 + i))
+    cache._on_event(POD, "ADDED", _gated_pod("bad", "20", cpu="lots"), "20")
+
+    def full() -> Any:
+        return build_snapshot([d for docs in cache._objects.values() for d in docs.values()], lenient=True)
+
+    first = cache.snapshot()
+    assert first == full() and [r.name for r in first.rejected] == ["bad"]
+    assert cache.snapshot().pods["ns/p0"] is first.pods["ns/p0"]  # not parsed again
+    cache._on_event(POD, "MODIFIED", _gated_pod("p0", "30", cpu="2"), "30")
+    cache._on_event(POD, "DELETED", _gated_pod("p1", "31"), "31")
+    again = cache.snapshot()
+    assert again == full() and set(again.pods) == {"ns/p0", "ns/p2"}
+    assert again.pods["ns/p2"] is first.pods["ns/p2"]
