@@ -103,8 +103,8 @@ def test_deploy_crds_are_the_package_crds() -> None:
 
 
 def test_every_namespaced_object_is_in_clueue_system_and_refers_to_it(manifests: list[dict[str, Any]]) -> None:
-    """The namespace is written in each file too (kustomize rewrites neither RBAC subjects nor
-    webhook Services everywhere), so `kubectl apply -f deploy/` agrees with `-k`."""
+    """The namespace is written in each file too, so `kubectl apply -f deploy/FILE` agrees with
+    `-k`, and the renderer above (which only sets metadata.namespace) with kustomize's."""
     for path in DEPLOY.glob("*.yaml"):
         if path.name == "kustomization.yaml":
             continue
