@@ -176,8 +176,9 @@ def plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def applied(plane: ControlPlane, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """deploy/ applied server-side, in kustomize's order (the CRDs, installed by the control
-    plane already, are applied over); returns what the apiserver stored."""
+    """deploy/ applied server-side as `kubectl apply --server-side -k` does, in the
+    kustomization's order (the Namespace and CRDs first; the CRDs, installed by the control plane
+    already, are applied over); returns what the apiserver stored."""
     stored = []
     with plane.api_client() as api:
         dynamic = DynamicClient(api)
@@ -219,6 +220,39 @@ def test_the_pod_template_meets_the_restricted_pod_security_standard(plane: Cont
         with pytest.raises(client.ApiException) as refused:
             core.create_namespaced_pod(NAMESPACE, root, dry_run="All")
     assert refused.value.status == 403 and "restricted" in api_error_message(refused.value)
+
+
+def user_pod(namespace: str, name: str) -> dict[str, Any]:
+    """A Pod for LocalQueue `main` (one cpu) as a user writes it: the webhook is what adds the
+    gate, the managed label and the finalizer."""
+    pod = gated_pod(namespace, name, cpu="1")
+    pod["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "main"}
+    del pod["metadata"]["finalizers"], pod["spec"]["schedulingGates"]
+    return pod
+
+
+def test_with_no_webhook_replica_only_pods_subject_to_queueing_are_refused(plane: ControlPlane,
+                                                                           applied: Any) -> None:
+    """The documented failure mode, live: nothing answers the webhook here, so a Pod with the
+    queue-name label is refused (never created ungated), while a Pod without it, and one in
+    clueue-system, are created as if clueue were not installed."""
+    plane.create_namespace("team-down")
+    with plane.api_client() as admin:
+        core = client.CoreV1Api(admin)
+        queued = user_pod("team-down", "queued")
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod("team-down", queued, dry_run="All")
+        assert "failed calling webhook" in api_error_message(refused.value)
+        plain = copy.deepcopy(queued)
+        plain["metadata"]["labels"] = {}
+        core.create_namespaced_pod("team-down", plain, dry_run="All")
+        own = copy.deepcopy(queued)
+        own["metadata"]["namespace"] = NAMESPACE
+        own["spec"]["securityContext"] = {"runAsNonRoot": True, "runAsUser": 65532,
+                                          "seccompProfile": {"type": "RuntimeDefault"}}
+        own["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False,
+                                                           "capabilities": {"drop": ["ALL"]}}
+        core.create_namespaced_pod(NAMESPACE, own, dry_run="All")
 
 
 # --------------------------------------------------------------------------------------------
@@ -444,11 +478,7 @@ def test_the_controller_does_its_job_with_the_service_account_token_alone(
             wait_until(lambda: _registered(admin, url), 60, "the webhook configurations to call the controller",
                        proc=proc)
             for name in ("first", "second"):  # one cpu each, one cpu of quota: one waits
-                pod = gated_pod(ns, name, cpu="1")
-                # As a user writes it: the webhook adds the gate, the managed label and finalizer.
-                pod["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "main"}
-                del pod["metadata"]["finalizers"], pod["spec"]["schedulingGates"]
-                _create_when_the_webhook_answers(admin, pod, proc)
+                _create_when_the_webhook_answers(admin, user_pod(ns, name), proc)
 
             core = client.CoreV1Api(admin)
 
