@@ -220,16 +220,17 @@ class Fields:
         raw = self.mapping(path, value)
         return {self.typed(path, k, str, "resource names"): self.quantity(f"{path}.{k}", v) for k, v in raw.items()}
 
-    def timestamp(self) -> int:
-        """``metadata.creationTimestamp`` in seconds since the epoch (0 if unset); a time
-        without a zone is UTC, as Kubernetes writes them (and YAML reads unquoted ones)."""
-        raw = self.meta.get("creationTimestamp")
+    def timestamp(self, path: str = "metadata.creationTimestamp", value: Any = _AT_PATH) -> int:
+        """A time (by default ``metadata.creationTimestamp``) in seconds since the epoch (0 if
+        unset); a time without a zone is UTC, as Kubernetes writes them (and YAML reads unquoted ones)."""
+        raw = self.meta.get("creationTimestamp") if value is _AT_PATH and path == "metadata.creationTimestamp" \
+            else self._at(path, value)
         if raw is None:
             return 0
         try:
             stamp = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
         except ValueError:
-            raise self.fail("metadata.creationTimestamp", f"{raw!r} is not an RFC 3339 time") from None
+            raise self.fail(path, f"{raw!r} is not an RFC 3339 time") from None
         if stamp.tzinfo is None:
             stamp = stamp.replace(tzinfo=timezone.utc)
         # A difference of aware times: .timestamp() fails near year 1 in some time zones.
@@ -407,7 +408,33 @@ def _pod(f: Fields) -> Pod:
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
         finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
+        ended=_ended_at(f),
     )
+
+
+def _ended_at(f: Fields) -> int:
+    """When a terminated pod stopped running, as the kubelet records it: the time its
+    ``ContainersReady`` (else ``Ready``) condition turned False; 0 if unknown or still running.
+    Only an ordering hint (which failed pod a replacement stands for): a condition that cannot
+    be read counts as unknown rather than rejecting the pod."""
+    if f.string("status.phase", "Pending") not in ("Succeeded", "Failed"):
+        return 0
+    conditions = f.get("status.conditions")
+    by_type = {c.get("type"): c for c in conditions if isinstance(c, abc.Mapping)} if isinstance(conditions, list) else {}
+    for kind in ("ContainersReady", "Ready"):
+        c = by_type.get(kind) or {}
+        if c.get("status") == "False" and isinstance(c.get("lastTransitionTime"), (str, datetime)):
+            try:
+                return f.timestamp(f"status.conditions[{kind}].lastTransitionTime", c["lastTransitionTime"])
+            except SnapshotError:
+                return 0
+    return 0
+    by_type = {c.get("type"): (p, c) for p, c in f.objects("status.conditions")}
+    for kind in ("ContainersReady", "Ready"):
+        if kind in by_type and by_type[kind][1].get("status") == "False":
+            p, c = by_type[kind]
+            return f.timestamp(f"{p}.lastTransitionTime", c.get("lastTransitionTime"))
+    return 0
 
 
 def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:

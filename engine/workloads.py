@@ -374,7 +374,8 @@ class _Builder:
         deleted that never got to run (gated) or whose group holds no admission; failed ones
         that a pod its Workload owns replaces. Per pod set of ``counts`` pods (``role_of`` a
         pod), as Kueue counts it: as many failed pods are kept as the pod set lacks owned live
-        pods, the most recent first (by creation: the failed pod first made is replaced first).
+        pods, those that failed last (by when they stopped running, else by creation): a new pod
+        replaces the pod that failed first.
         """
         obj = self.snap.workloads.get(key)
         ending = obj is not None and obj.deleting
@@ -390,7 +391,7 @@ class _Builder:
             members = [p for p in pods if role_of(p) == role]
             live = sum(1 for p in members if p.phase != "Failed" and not p.deleting and p.uid in owned)
             failed = sorted((p for p in members if p.phase == "Failed" and p.finalizer),
-                            key=lambda p: (p.created, p.name), reverse=True)
+                            key=lambda p: (p.ended, p.created, p.name), reverse=True)
             replaced = min(len(failed), len(failed) + live - count)
             for pod in failed[len(failed) - replaced:] if replaced > 0 else ():
                 self._finalize(pod, key, "PodReplaced", podSet=role)

@@ -95,6 +95,11 @@ def test_the_pod_that_failed_first_is_the_one_replaced():
     new = tracked(pod("g-new", group="g", total=3, gated=False, phase="Running", minute=3), ran_under="wl-1")
     plan = run(QUEUE, alive, first, second, new, admitted_group("g", [alive, first, second, new], count=3))
     assert actions(plan, "finalize-pod") == {"default/g-a": "PodReplaced"}
+    # when the kubelet recorded when they stopped, that decides: g-b stopped first
+    for p, minute in ((first, 50), (second, 40)):
+        p["status"]["conditions"] = [{"type": "Ready", "status": "False", "lastTransitionTime": f"2026-11-21T08:{minute}:00Z"}]
+    plan = run(QUEUE, alive, first, second, new, admitted_group("g", [alive, first, second, new], count=3))
+    assert actions(plan, "finalize-pod") == {"default/g-b": "PodReplaced"}
 
 
 def test_a_gated_pod_being_deleted_is_finalized_and_not_admitted():
