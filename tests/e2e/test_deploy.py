@@ -14,6 +14,7 @@ import filecmp
 import shutil
 import socket
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
-from tests.e2e.controller_harness import controller_log, lease_holder, start_controller, stop_controller, wait_until
+from tests.e2e.controller_harness import (
+    controller_log, lease_holder, metrics_port, start_controller, stop_controller, wait_until,
+)
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
 from tests.e2e.test_controller import waiting_recorded
 from tests.testenv.build import ensure_binaries
@@ -499,6 +502,10 @@ def test_the_controller_does_its_job_with_the_service_account_token_alone(
                                                                 f"cq-{t}").get("status", {}).get("conditions"),
                        60, "the ClusterQueue's status", proc=proc)
             assert core.list_namespaced_event(ns).items
+            port = metrics_port(proc)
+            for probe in ("/healthz", "/readyz"):  # the Deployment's probes, answered
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe}", timeout=10) as answer:
+                    assert answer.status == 200, probe
         finally:
             code = stop_controller(proc)
     log = controller_log(proc)
