@@ -21,13 +21,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
+import pytest
 from kubernetes import client
 
+from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
-__all__ = ["start_controller", "stop_controller", "controller_log", "wait_until", "lease_holder", "metrics_port",
+__all__ = ["cluster", "api", "start_controller", "stop_controller", "controller_log", "wait_until", "lease_holder", "metrics_port",
            "CONTROLLER_NS", "LEADER_LEASE", "DECIDER_LEASE"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +42,23 @@ T = TypeVar("T")
 # `python -m clueue.adapters.cli` would run cli.py as __main__, beside the clueue.adapters.cli
 # module its subcommands register on: call the installed entry point instead.
 _MAIN = "import sys; from clueue.adapters.cli import main; sys.argv[0] = 'clueue'; main()"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ControlPlane]:
+    """A control plane of the test module's own, with the controller's namespace: a controller
+    decides over the whole cluster, so it must not run on the shared ``kube`` fixture. Import it
+    (and ``api``) into a test module to use it there."""
+    with ControlPlane(ensure_binaries()) as plane:
+        plane.create_namespace(CONTROLLER_NS)
+        yield plane
+
+
+@pytest.fixture
+def api(cluster: ControlPlane) -> Iterator[client.ApiClient]:
+    """An admin client of the module's control plane."""
+    with cluster.api_client() as admin:
+        yield admin
 
 
 def start_controller(plane: ControlPlane, *args: str, env: dict[str, str] | None = None,

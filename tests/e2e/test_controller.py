@@ -11,38 +11,17 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
-import pytest
 from kubernetes import client
 
 from clueue.adapters.kube.apply import GATE
-from tests.e2e.controller_harness import (
-    CONTROLLER_NS, DECIDER_LEASE, LEADER_LEASE, controller_log, lease_holder, start_controller, stop_controller,
+from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
+    DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, lease_holder, start_controller, stop_controller,
     wait_until,
 )
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
-from tests.testenv.build import ensure_binaries
-from tests.testenv.control_plane import ControlPlane
 
 FAST = ("--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    plane.create_namespace(CONTROLLER_NS)
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def api(cluster: ControlPlane) -> Iterator[client.ApiClient]:
-    with cluster.api_client() as api:
-        yield api
 
 
 def gated(api: client.ApiClient, ns: str) -> set[str]:
@@ -148,3 +127,10 @@ def test_with_leader_election_only_the_leader_decides_and_a_killed_leader_is_rep
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_missing_namespace_is_one_clear_error(cluster):
+    proc = start_controller(cluster, "--namespace", "no-such-ns")
+    assert proc.wait(60) == 1
+    log = controller_log(proc)
+    assert "error: namespace no-such-ns does not exist" in log and "Traceback" not in log, log
