@@ -186,6 +186,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
 
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
     actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), decision)
+    actions += _finish_actions(snapshot, built)
     actions += [Action(a.kind, f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = decision.stats
@@ -257,6 +258,17 @@ def _preempting(decision: Decision, key: str) -> Reason:
     """Why ``key``, admitted in the decision, waits: the victims it counts on."""
     return make_reason("Preempting", clusterQueue=decision.cluster_queues.get(key),
                        victims=sorted(v for p, v in decision.preempts if p == key))
+
+
+def _finish_actions(snapshot: Snapshot, built: Workloads) -> list[Action]:
+    """``finish`` for each finished workload of pods whose Workload object exists and is not
+    ``Finished`` yet (a Workload someone else made is theirs to finish)."""
+    out = []
+    for w in built.by_key.values():  # not built.workloads: a controller never pays for sorting them all
+        obj = snapshot.workloads.get(w.key) if w.finished and w.origin != "workload" else None
+        if obj is not None and not obj.finished:
+            out.append(Action("finish", w.key, w.key, {"reason": make_reason("Finished", **w.finish).to_dict()}))
+    return sorted(out, key=lambda a: a.target)
 
 
 def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> list[Action]:

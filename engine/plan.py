@@ -83,7 +83,8 @@ class Action:
     Kinds: ``admit`` (write the Workload's admission), ``ungate`` (remove the admission gate of
     a pod, add ``nodeSelector`` and any ``annotations``), ``delete-pod`` (an excess pod, or a
     pod of a group whose Workload was deleted), ``finalize-pod`` (remove the pod's finalizer
-    ``kueue.x-k8s.io/managed``), ``preempt`` (evict an admitted workload and delete its pods).
+    ``kueue.x-k8s.io/managed``), ``finish`` (mark the Workload of finished pods Finished),
+    ``preempt`` (evict an admitted workload and delete its pods).
     """
 
     kind: str

@@ -10,9 +10,7 @@ Order, and what it guarantees:
    the version read) and created anew, since Kueue's Workloads do not change their pod sets;
    one that holds an admission is left as it is, with a warning. Either way every pod gets an
    owner reference on it (so replacement pods are adopted). An admitted pod group's succeeded
-   pods are written in ``status.reclaimablePods``; a finished workload of pods gets
-   ``Finished=True`` (reason ``Succeeded``, or ``Failed`` for a failed single pod, as Kueue
-   writes it), which releases its quota. A Workload someone else created is theirs to finish.
+   pods are written in ``status.reclaimablePods``.
 2. **Pods.** The admission gate is removed and the chosen flavors' node labels added to the node
    selector, on the exact pod the plan decided on (same uid), and only once the Workload's
    admission is recorded and names the flavors the plan's does: the Workload is read again before
@@ -24,8 +22,10 @@ Order, and what it guarantees:
    Each pod ungated records the uid of the Workload it runs under (``clueue.dev/workload-uid``):
    if that Workload is deleted, the engine ends the group (engine/workloads.py).
 3. **Excess pods.** The finalizer is removed and the pod deleted, by uid; so are the live pods
-   of a group whose Workload was deleted. ``finalize-pod`` removes the finalizer alone (a pod
-   finished, replaced, or deleted while waiting).
+   of a group whose Workload was deleted. ``finish`` marks the Workload of finished pods
+   ``Finished=True`` (reason ``Succeeded``, or ``Failed`` for a failed single pod, as Kueue
+   writes it), which releases its quota, before ``finalize-pod`` removes the finalizer of its
+   pods (a pod finished, replaced, or deleted while waiting).
 4. **Preemption**, in the same pass as 2 and 3, in the plan's order. Step 1 leaves a victim's
    Workload as it is (it still holds its admission); here, if it still holds
    ``status.admission``, it loses it and gets ``Evicted=True``, ``QuotaReserved=False`` and
@@ -263,19 +263,16 @@ class _Applier:
         else:
             self.result.skipped.append(f"status {label}")
 
-    def finish(self, entry: WorkloadEntry) -> None:
-        """Mark the Workload of finished pods ``Finished`` (as Kueue's pod integration does), which
-        releases its quota. A Workload already Finished, missing, or made by someone else (whose
-        ``Finished`` is theirs to set) is left as it is."""
-        if entry.origin == "workload":
-            return
-        ns, name = entry.name.split("/", 1)
-        label = f"Workload {entry.name}"
-        finished = next((r for r in entry.reasons if r.code == "Finished"), None)
-        details = dict(finished.details) if finished else {}
+    def finish(self, target: str, finished: dict[str, Any]) -> None:
+        """Mark the Workload of finished pods ``Finished`` (a ``finish`` action, with the plan's
+        ``Finished`` reason), as Kueue's pod integration does: reason ``Succeeded``, or ``Failed``
+        for a failed single pod. That releases its quota. One already Finished, or gone, is left."""
+        ns, name = target.split("/", 1)
+        label = f"Workload {target}"
+        details = finished.get("details") or {}
         reason = "Failed" if details.get("outcome") == "Failed" else "Succeeded"
         message = (f"Pods succeeded: {details['succeeded']}/{details['total']}." if "total" in details
-                   else finished.message if finished else "finished")
+                   else str(finished.get("message", "finished")))
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
             status = obj.get("status") or {}
@@ -527,10 +524,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                 entries.sort(key=lambda e: (e.state in _WAITING, e.rank is None, e.rank or 0) if e.state in _WAITING
                              else (False, False, 0))
             for entry in entries:
-                with recorded(result.errors, api, f"writing Workload {entry.name}"):
-                    if entry.state == "finished":
-                        applier.finish(entry)
-                    else:
+                if entry.state != "finished":
+                    with recorded(result.errors, api, f"writing Workload {entry.name}"):
                         applier.workload(entry)
             for action in plan.actions:
                 details = dict(action.details)
@@ -538,6 +533,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                     if action.kind == "ungate":
                         applier.ungate(action.target, action.workload, details.get("uid", ""),
                                        details.get("nodeSelector", {}), details.get("annotations", {}))
+                    elif action.kind == "finish":
+                        applier.finish(action.target, details["reason"])
                     elif action.kind == "finalize-pod":
                         applier.finalize(action.target, details.get("uid", ""))
                     elif action.kind == "delete-pod":
@@ -574,6 +571,7 @@ _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueSto
                "LocalQueueDrained": "LocalQueueStopped", "Deactivated": "Deactivated"}
 
 _DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "finalize-pod": "removing the finalizer of Pod",
+          "finish": "finishing Workload",
           "preempt": "preempting Workload"}
 
 # Plan states whose Workload status only says why it waits: paced by a PendingWriteLimiter.

@@ -60,6 +60,11 @@ def test_a_finished_single_pod_is_finalized_and_its_workload_finished():
     entry = plan.workload("default/pod-solo")
     assert entry.state == "finished"
     assert dict(entry.reasons[0].details) == {"outcome": "Failed", "succeeded": 0, "total": 1}
+    assert [(a.target, a.details["reason"]["details"]["outcome"]) for a in plan.actions if a.kind == "finish"] == \
+        [("default/pod-solo", "Failed")]
+    finished = record("pod-solo", [done])
+    finished["status"]["conditions"] = [{"type": "Finished", "status": "True"}]
+    assert not [a for a in run(QUEUE, done, finished).actions if a.kind == "finish"]  # done already
 
 
 def test_a_pod_without_the_finalizer_gets_no_action():
@@ -173,3 +178,4 @@ def test_a_finished_workload_object_releases_its_quota():
     plan = run(QUEUE, obj, pod("next", cpu=4))
     assert states(plan) == {"default/job": "finished", "default/pod-next": "admitted"}
     assert plan.workload("default/job").reasons[0].message == "its Workload is Finished"
+    assert not [a for a in plan.actions if a.kind == "finish"]  # someone else's to finish
