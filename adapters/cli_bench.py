@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -17,7 +18,7 @@ from clueue.bench.replay import latency_ms
 from clueue.bench.report import environment, progress_bar, render, to_json
 from clueue.bench.runner import BenchOptions, run_benchmarks, units
 from clueue.bench.scenarios import SCENARIO_NAMES, generate, write_snapshot
-from clueue.engine import ClueueError, load_policy
+from clueue.engine import AdapterError, ClueueError, load_policy
 
 __all__ = ["bench", "bench_compare"]
 
@@ -64,9 +65,26 @@ def _stdout() -> Console:
 @click.option("--policy", "policies", multiple=True, metavar="PATH",
               help="Extra policy file or directory, as for `clueue plan`; a file named like a built-in one replaces it.")
 @click.option("--in-process", is_flag=True, help="Run in this process (memory figures then add up across scenarios).")
+@click.option("--live", is_flag=True,
+              help="Measure `clueue controller` live instead, as a process of its own against an API server: "
+                   "gated Pods ungated per second, then the scenario as Workload objects at their arrival times.")
+@click.option("--kubeconfig", metavar="PATH", help="--live: the cluster to run against (default: start a test control "
+                                                     "plane from tests/testenv of this checkout).")
+@click.option("--live-parts", type=click.Choice(["all", "pods", "workloads"]), default="all", show_default=True,
+              help="--live: which parts to run: (a) pods, (b) the scenario's workloads, or both.")
+@click.option("--pods", type=click.IntRange(min=1), default=5000, show_default=True, help="--live: gated Pods to create.")
+@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
+              help="--live: client threads writing at once (the same for Pods, Workloads and the write-rate probe).")
+@click.option("--live-timeout", type=click.FloatRange(min=1), default=900.0, show_default=True, metavar="SECONDS",
+              help="--live: longest wait for the controller in each part; the report then says what it got done.")
+@click.option("--profile-controller", metavar="FILE",
+              help="--live: run the controller under cProfile; statistics go to FILE.pods and FILE.workloads.")
+@click.option("--controller-arg", "controller_args", multiple=True, metavar="ARG",
+              help="--live: one more argument for `clueue controller` (repeatable), e.g. --controller-arg=--log-format=json.")
 def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, replay: bool, replay_latency: str,
           replay_interval: int, replay_runs: int, time_budget: float, write_dir: str | None, fmt: str,
-          policies: tuple[str, ...], in_process: bool) -> None:
+          policies: tuple[str, ...], in_process: bool, live: bool, kubeconfig: str | None, live_parts: str, pods: int,
+          clients: int, live_timeout: float, profile_controller: str | None, controller_args: tuple[str, ...]) -> None:
     """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
 
     Reads no cluster: it generates its scenarios. Writes only to standard output:
@@ -75,6 +93,15 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
     targets are met (the report says which are), 1 if a scenario failed to run.
     """
     names = list(SCENARIO_NAMES) if "all" in scenarios else list(dict.fromkeys(scenarios))
+    if live:
+        if len(names) != 1:
+            raise click.UsageError("--live runs one --scenario")
+        from clueue.bench.live import LiveOptions  # needs the kube extra: imported only when asked for
+
+        _live(LiveOptions(kubeconfig=kubeconfig, pods=pods if live_parts != "workloads" else 0, clients=clients,
+                          scenario=names[0] if live_parts != "pods" else None, seed=seed, scale=scale,
+                          timeout_s=live_timeout, profile=profile_controller, controller_args=controller_args), fmt)
+        return
     if write_dir:
         for name in names:
             for path in write_snapshot(generate(name, seed=seed, scale=scale), f"{write_dir}/{name}"):
@@ -97,6 +124,21 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
         render(results, _stdout())
     if any("error" in r for r in results):
         sys.exit(1)
+
+
+def _live(options: Any, fmt: str) -> None:
+    """Run the live benchmark (``options``: a LiveOptions); progress lines on stderr, the report on stdout."""
+    from clueue.bench.live import render_live, run_live
+
+    err = Console(stderr=True)
+    try:
+        report = run_live(options, say=lambda m: err.print(f"[dim]{m}[/]"))
+    except AdapterError as e:
+        raise click.ClickException(str(e)) from None
+    if fmt == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        render_live(report, _stdout())
 
 
 @click.command("bench-compare", short_help="Compare `clueue bench -o json` reports; writes nothing.")
