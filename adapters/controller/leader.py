@@ -14,9 +14,10 @@ The client's election loop has quirks this module works around:
 - ``LeaderElection.run()`` blocks, and its acquire loop never ends (no stop): it runs in a
   daemon thread, and a lock that is :meth:`closed <_Lock.close>` refuses every create and update
   so that a stopped elector can never take (or keep) the lease again.
-- A connection failure (not an ``ApiException``) escapes ``run()`` without calling
-  ``onstopped_leading``: it is caught here and counts as leadership lost; the thread then
-  competes again from the start.
+- A connection failure or a timeout (not an ``ApiException``) escapes ``run()`` without
+  calling ``onstopped_leading``: it is caught here and counts as leadership lost; the thread
+  then competes again from the start. Its requests wait forever by default: here they time out
+  after half the renew deadline, which the loop checks only between requests.
 - There is no release: :meth:`LeaderElector.stop` clears ``holderIdentity`` itself (guarded by
   the read resourceVersion), so that another replica takes over at its next retry rather than
   a lease duration later.
@@ -55,21 +56,42 @@ def make_identity() -> str:
 
 
 class _Lock(LeaseLock):
-    """A LeaseLock on a given API client that can be closed: then it writes nothing."""
+    """A LeaseLock on a given API client, whose requests time out after ``timeout`` seconds
+    (the client's wait forever, or a minute with clueue's connection: longer than a renew
+    deadline, which the election loop checks only between requests), and that can be closed:
+    then it writes nothing."""
 
-    def __init__(self, api: client.ApiClient, name: str, namespace: str, identity: str) -> None:
+    def __init__(self, api: client.ApiClient, name: str, namespace: str, identity: str, timeout: float) -> None:
         super().__init__(name, namespace, identity)
         self.api_instance = client.CoordinationV1Api(api)
+        self.timeout = timeout
         self.closed = threading.Event()
 
     def close(self) -> None:
         self.closed.set()
 
+    def get(self, name, namespace):  # type: ignore[no-untyped-def]
+        try:
+            lease = self.api_instance.read_namespaced_lease(name, namespace, _request_timeout=self.timeout)
+        except ApiException as e:
+            return False, e
+        self.lease_reference = lease
+        return True, self.get_lock_object(lease)
+
     def create(self, name, namespace, election_record):  # type: ignore[no-untyped-def]
         return False if self.closed.is_set() else super().create(name, namespace, election_record)
 
     def update(self, name, namespace, updated_record):  # type: ignore[no-untyped-def]
-        return False if self.closed.is_set() else super().update(name, namespace, updated_record)
+        if self.closed.is_set() or self.lease_reference is None:
+            return False
+        try:
+            self.lease_reference.spec = self.get_lease_spec(updated_record, self.lease_reference.spec)
+            self.api_instance.replace_namespaced_lease(name, namespace, self.lease_reference,
+                                                       _request_timeout=self.timeout)
+            return True
+        except ApiException as e:
+            log.debug("updating Lease %s/%s failed: %s", namespace, name, e.reason)
+            return False
 
 
 class LeaderElector:
@@ -92,6 +114,9 @@ class LeaderElector:
         self.retry_period = max(1, min(2, self.renew_deadline // 3))
         self.on_start = on_start
         self.on_stop = on_stop
+        # The client logs every retry of every follower at info ("yet to finish lease_duration"):
+        # this module logs what changes instead.
+        logging.getLogger("leaderelection").setLevel(logging.WARNING)
         self._leading = threading.Event()
         self._stop = threading.Event()
         self._lock: _Lock | None = None
@@ -109,7 +134,7 @@ class LeaderElector:
 
     def _compete(self) -> None:
         while not self._stop.is_set():
-            self._lock = _Lock(self.api, self.name, self.namespace, self.identity)
+            self._lock = _Lock(self.api, self.name, self.namespace, self.identity, timeout=self.renew_deadline / 2)
             config = electionconfig.Config(self._lock, lease_duration=self.duration,
                                            renew_deadline=self.renew_deadline, retry_period=self.retry_period,
                                            onstarted_leading=self._started, onstopped_leading=self._stopped)
