@@ -252,6 +252,7 @@ class Pod:
     source: str = field(default="", compare=False, repr=False)  # where it was read, for messages only
     finalizer: bool = False  # holds the finalizer kueue.x-k8s.io/managed (so it is still tracked)
     ended: int = 0  # when a terminated pod stopped running (seconds since the epoch), 0 if unknown
+    scheduled: bool = False  # spec.nodeName is set: a kubelet will see it end
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ _KINDS = (
     ReasonKind("WorkloadDeleted", None, ("workload",),
                "the Workload {{workload}} this pod was admitted with is deleted: its group has ended"),
     ReasonKind("PodDeleting", None, ("workload",),
-               "the pod is being deleted and holds no admission of workload {{workload}}"),
+               "the pod of workload {{workload}} is being deleted and no kubelet runs it, or it holds no admission"),
     ReasonKind("Deactivated", None, (), "the Workload is deactivated (spec.active is false)", True),
     ReasonKind("QuotaUnknown", None, ("clusterQueue", "object"),
                "{{object}}, which clueue cannot read, may hold quota in the quota tree of ClusterQueue "

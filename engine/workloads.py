@@ -314,15 +314,15 @@ class _Builder:
         return Admission(cq.name if cq else "", tuple(assignments))
 
     def _single(self, pod: Pod) -> Workload | None:
-        """The workload of a single pod; None when it has none: a gated pod being deleted (its
-        finalizer is removed so that the deletion completes, as Kueue does) or one whose
-        Workload was deleted (:meth:`_ended`)."""
+        """The workload of a single pod; None when it has none: a pod being deleted that no
+        kubelet runs (gated, or not scheduled: its finalizer is removed so that the deletion
+        completes, as Kueue does) or one whose Workload was deleted (:meth:`_ended`)."""
         key = f"{pod.namespace}/pod-{pod.name}"
         if self._ended(key, [pod]):
             return None
         gated = ADMISSION_GATE in pod.scheduling_gates
         terminal = pod.phase in _TERMINAL
-        if pod.deleting and gated and not terminal:
+        if pod.deleting and not pod.scheduled and not terminal:
             self._finalize(pod, key, "PodDeleting")
             return None
         if terminal:
@@ -371,7 +371,7 @@ class _Builder:
                         role_of: Callable[[Pod], str | None], counts: Mapping[str, int]) -> None:
         """``finalize-pod`` actions for the pods of group ``key`` that no longer matter (KEP-976):
         terminated ones once the group finished or its Workload is being deleted; ones being
-        deleted that never got to run (gated) or whose group holds no admission; failed ones
+        deleted that no kubelet runs (gated, or not scheduled) or whose group holds no admission; failed ones
         that a pod its Workload owns replaces. Per pod set of ``counts`` pods (``role_of`` a
         pod), as Kueue counts it: as many failed pods are kept as the pod set lacks owned live
         pods, those that failed last (by when they stopped running, else by creation): a new pod
@@ -382,7 +382,7 @@ class _Builder:
         for pod in pods:
             if pod.phase in _TERMINAL and (finished or ending):
                 self._finalize(pod, key, "WorkloadFinished" if finished else "WorkloadDeleted")
-            elif pod.deleting and pod.phase not in _TERMINAL and (ADMISSION_GATE in pod.scheduling_gates or not admitted):
+            elif pod.deleting and pod.phase not in _TERMINAL and (not pod.scheduled or not admitted):
                 self._finalize(pod, key, "PodDeleting")
         if finished or ending or obj is None:
             return  # without a Workload, no pod is owned: a replacement is not known to be adopted

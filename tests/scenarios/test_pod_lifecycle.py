@@ -120,8 +120,12 @@ def test_a_running_pod_being_deleted_keeps_its_finalizer_until_it_ends():
     running = [tracked(pod(f"g-{i}", group="g", total=2, gated=False, phase="Running"), ran_under="wl-1")
                for i in range(2)]
     running[1]["metadata"]["deletionTimestamp"] = "2026-11-21T09:00:00Z"
+    running[1]["spec"]["nodeName"] = "node-1"  # its kubelet will see it end
     plan = run(QUEUE, running, admitted_group("g", running))
     assert actions(plan, "finalize-pod") == {}
+    del running[1]["spec"]["nodeName"]  # no kubelet ever will: it would hang
+    plan = run(QUEUE, running, admitted_group("g", running))
+    assert actions(plan, "finalize-pod") == {"default/g-1": "PodDeleting"}
 
 
 def test_a_deleted_workload_ends_its_group():
