@@ -360,8 +360,9 @@ class _Builder:
         if obj is not None and not obj.deleting and (obj.uid in recorded or not obj.uid):
             return False
         reason = make_reason("WorkloadDeleted", workload=key)
+        running = {id(p) for p in live}
         for pod in pods:
-            if pod in live:
+            if id(pod) in running:
                 self.actions.append(PodAction("delete-pod", pod, key, reason))
             elif pod.finalizer:
                 self.actions.append(PodAction("finalize-pod", pod, key, reason))
@@ -371,8 +372,8 @@ class _Builder:
                         role_of: Callable[[Pod], str | None], counts: Mapping[str, int]) -> None:
         """``finalize-pod`` actions for the pods of group ``key`` that no longer matter (KEP-976):
         terminated ones once the group finished or its Workload is being deleted; ones being
-        deleted that no kubelet runs (gated, or not scheduled) or whose group holds no admission; failed ones
-        that a pod its Workload owns replaces. Per pod set of ``counts`` pods (``role_of`` a
+        deleted that no kubelet runs (gated, or not scheduled) or whose group holds no
+        admission; failed ones that a pod its Workload owns replaces. Per pod set of ``counts`` pods (``role_of`` a
         pod), as Kueue counts it: as many failed pods are kept as the pod set lacks owned live
         pods, those that failed last (by when they stopped running, else by creation): a new pod
         replaces the pod that failed first.
@@ -421,7 +422,7 @@ class _Builder:
 
         finished = _group_finished(all_pods, total)
         admitted = obj is not None and obj.admission is not None
-        kept = self._drop_excess(group, active, total, per_role=None if obj is None or obj.admission is None else obj.admission)
+        kept = self._drop_excess(group, active, total, per_role=None if not admitted else obj.admission)
         roles: dict[str, list[Pod]] = defaultdict(list)
         for pod in kept:
             roles[pod.role_hash].append(pod)
