@@ -9,15 +9,18 @@ its own); their phases are set through the status subresource, as a kubelet woul
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import time
+import urllib.request
 
 from kubernetes import client
 
 from clueue.adapters.kube.apply import GATE
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
-    DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, lease_holder, start_controller, stop_controller,
-    wait_until,
+    DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, lease_holder, metrics_port, start_controller,
+    stop_controller, wait_until,
 )
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
 
@@ -71,6 +74,16 @@ def test_the_controller_admits_up_to_the_quota_and_follows_finished_pods(cluster
         finish(api, ns, sorted(ungated(api, ns))[0])  # frees 1 cpu
         wait_until(lambda: not gated(api, ns), 30, f"{last} ungated once a pod finished", proc=proc)
 
+        port = metrics_port(proc)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as ready:
+            assert ready.status == 200
+
+        def ungated_total() -> float:  # recorded once the cycle that ungated has ended
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+                found = re.search(r"^clueue_pods_ungated_total (\S+)$", answer.read().decode(), re.M)
+            return float(found.group(1)) if found else 0.0
+        wait_until(lambda: ungated_total() == 3.0, 30, "clueue_pods_ungated_total 3", proc=proc)
+
         create(api, gated_pod(ns, "late"))  # a pod created while the controller runs
         wait_until(lambda: waiting_recorded(api, ns, "late"), 30, "the late pod decided", proc=proc)
         assert gated(api, ns) == {"late"}
@@ -83,12 +96,15 @@ def test_the_controller_admits_up_to_the_quota_and_follows_finished_pods(cluster
 
 
 def test_sigterm_exits_zero_and_releases_the_lease(cluster, api):
-    proc = start_controller(cluster, *FAST)
-    wait_until(lambda: lease_holder(api, DECIDER_LEASE), 60, "the decider lease taken", proc=proc)
+    proc = start_controller(cluster, *FAST, "--log-format", "json")
+    wait_until(lambda: "cycle" in controller_log(proc), 60, "a first cycle", proc=proc)
+    assert lease_holder(api, DECIDER_LEASE)
     started = time.monotonic()
     assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
     print(f"\nSIGTERM to exit: {time.monotonic() - started:.2f} s")
     assert lease_holder(api, DECIDER_LEASE) == ""
+    records = [json.loads(line) for line in controller_log(proc).splitlines() if line.strip()]
+    assert any("cycle" in r and r["message"].startswith("cycle ") for r in records), records
 
 
 def test_with_leader_election_only_the_leader_decides_and_a_killed_leader_is_replaced(cluster, api):
