@@ -115,7 +115,10 @@ def tally_cycle(result: Any) -> CycleTally:
                     (counted.pending if entry.state == "pending" else counted.inadmissible)[entry.cluster_queue] += 1
     if applied is not None:
         # Each write is "<verb> <Kind> <namespace/name>[: detail]" (adapters/kube/apply.py).
-        excess = {a.target for a in plan.actions if a.kind == "delete-pod"} if plan is not None else set()
+        # Rejected as the seed counts it: pods beyond their group's count, not the pods of a
+        # group that ended because its Workload was deleted.
+        excess = {a.target for a in plan.actions if a.kind == "delete-pod"
+                  and dict(a.details).get("reason", {}).get("code") == "ExcessPod"} if plan is not None else set()
         for write in applied.writes:
             verb, kind, rest = (write.split(" ", 2) + ["", ""])[:3]
             name = rest.split(":", 1)[0]

@@ -13,6 +13,7 @@ from clueue.adapters.controller.metrics import Metrics, tally_cycle
 from clueue.adapters.kube.apply import ApplyResult
 from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
 from clueue.engine.snapshot import Snapshot
+from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
 from tests.builders import cluster_queue, flatten, flavor, group, local_queue, pod, quota, resource_group, workload
 
 T0 = 1_795_248_000.0  # 2026-11-21T08:00:00Z, minute 0 of tests.builders.ts
@@ -101,6 +102,17 @@ def test_evictions_and_excess_pods() -> None:
     assert value(m, "clueue_pods_rejected_total") == 1
     assert value(m, "clueue_pods_ungated_total") == 1  # x-1's write did not happen
     assert counted.evicted == {"default/off": ("cq", "Deactivated")}
+
+
+def test_pods_of_a_group_whose_workload_was_deleted_are_not_rejected_pods() -> None:
+    ended = pod("g-0", group="g", total=1, gated=False, phase="Running")
+    ended["metadata"].update(uid="uid-g-0", finalizers=["kueue.x-k8s.io/managed"])
+    ended["metadata"]["annotations"][WORKLOAD_UID_ANNOTATION] = "uid-of-a-deleted-workload"
+    result = cycle(queues(), ended, writes=["delete Pod default/g-0"])
+    assert [a.kind for a in result.plan.actions] == ["delete-pod"]  # deleted: its group ended
+    m = Metrics()
+    m.record_cycle(result)
+    assert value(m, "clueue_pods_rejected_total") == 0
 
 
 def test_queue_gauges_follow_the_last_cycle() -> None:
