@@ -234,7 +234,9 @@ class Controller:
                     backoff.succeeded()
                     next_resync = 0.0  # the first cycle under a new lease reads everything again
                 now = time.monotonic()
-                if self.cache.take_changes():
+                changed = self.cache.take_changes()
+                if changed:
+                    log.debug("changed: %s", ", ".join(sorted(changed)))
                     debounce.note(now)
                 resync = now >= next_resync
                 waits = [w for w in (debounce.due_in(now), None if retry_at is None else retry_at - now) if w is not None]

@@ -61,6 +61,17 @@ _BULK = {"Pod": "pods", "Workload": "workloads"}
 _EMPTY = "the snapshot holds no objects clueue reads"  # build_snapshot's notice for no objects at all
 
 
+# Kinds whose status no decision reads (engine/snapshot.py): a change of status alone (the queue
+# status clueue writes after each cycle, queue_status.py) is no reason for another cycle.
+_STATUS_UNREAD = frozenset({"ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor"})
+_VOLATILE = ("resourceVersion", "managedFields", "generation")
+
+
+def _sans_status(body: Any) -> tuple[Any, Any]:
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in _VOLATILE}
+    return meta, {k: v for k, v in body.items() if k not in ("metadata", "status")}
+
+
 def _version_of(doc: Document) -> str:
     return str((doc.body.get("metadata") or {}).get("resourceVersion", ""))
 
@@ -279,12 +290,15 @@ class ClusterCache:
                     fresh.pop(key, None)
                 else:
                     del gone[key]
+            old = self._objects[kind.kind]
+            same = old.keys() == fresh.keys() and all(_version_of(old[k]) == _version_of(d) for k, d in fresh.items())
             self._objects[kind.kind] = fresh
             self._listed_at[kind.kind] = version
             if not _after(self._seen[kind.kind], version):
                 self._seen[kind.kind] = version
             self._settle(kind.kind)
-            self._mark(kind.kind)
+            if not same or not self._synced[kind.kind].is_set():  # a list that brings nothing new is no change
+                self._mark(kind.kind)
         self._synced[kind.kind].set()
         return str(version)
 
@@ -339,6 +353,9 @@ class ClusterCache:
             self._seen[kind.kind] = version
             expected = self._expected.get((kind.kind, key))  # our own write coming back, if equal
             ours = expected == version or (expected == "" and kind_of_event == "DELETED")
+            before = self._objects[kind.kind].get(key)
+            if kind.kind in _STATUS_UNREAD and kind_of_event == "MODIFIED" and before is not None:
+                ours = ours or _sans_status(before.body) == _sans_status(doc.body)  # e.g. queue status clueue wrote
             if kind_of_event == "DELETED":
                 self._objects[kind.kind].pop(key, None)
                 self._gone[kind.kind][key] = version
@@ -346,7 +363,7 @@ class ClusterCache:
                 self._objects[kind.kind][key] = doc
                 self._gone[kind.kind].pop(key, None)
             self._settle(kind.kind)
-            if self._recent is not None:
+            if self._recent is not None and not ours:
                 self._recent.append((kind.kind, key, version, kind_of_event == "DELETED"))
             elif not ours:
                 self._mark(kind.kind)

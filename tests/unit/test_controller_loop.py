@@ -160,3 +160,18 @@ def test_the_cache_snapshot_is_the_snapshot_of_its_objects_parsed_once_per_versi
     again = cache.snapshot()
     assert again == full() and set(again.pods) == {"ns/p0", "ns/p2"}
     assert again.pods["ns/p2"] is first.pods["ns/p2"]
+
+
+def test_a_queue_status_change_alone_is_no_change():
+    cq_kind = next(k for k in KINDS if k.kind == "ClusterQueue")
+    cache = ClusterCache(None, version="v1beta1")  # type: ignore[arg-type]
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+          "metadata": {"name": "cq", "resourceVersion": "1"}, "spec": {"namespaceSelector": {}}}
+    cache._on_event(cq_kind, "ADDED", cq, "1")
+    assert cache.take_changes() == {"ClusterQueue"}
+    cache._on_event(cq_kind, "MODIFIED", {**cq, "metadata": {"name": "cq", "resourceVersion": "2"},
+                                          "status": {"pendingWorkloads": 3}}, "2")
+    assert cache.take_changes() == set()
+    cache._on_event(cq_kind, "MODIFIED", {**cq, "metadata": {"name": "cq", "resourceVersion": "3"},
+                                          "spec": {"namespaceSelector": {}, "stopPolicy": "Hold"}}, "3")
+    assert cache.take_changes() == {"ClusterQueue"}
