@@ -12,8 +12,9 @@ long as it leads, renewed in the background, and runs a cycle:
   listed again first (``ClusterCache.resync``): the snapshot then holds every write of a
   previous decider, and anything a watch may have missed;
 - **again, with back-off** (1 s doubling to 60 s), after a cycle that failed or whose apply
-  reported errors or stopped, and at once after one that evicted (its preemptors are admitted
-  by the next cycle, once the evictions are written).
+  reported errors or stopped; at once after one that evicted (its preemptors are admitted
+  by the next cycle, once the evictions are written); and 1-10 s after one whose rewrites of
+  pending Workloads' conditions were paced (``ApplyResult.deferred``, adapters/kube/pacing.py).
 
 Each cycle waits until the cache holds this controller's own previous writes (the cache's
 expectations), takes a snapshot of the cache, decides in one :class:`~clueue.engine.cycle.Session`
@@ -44,6 +45,7 @@ from clueue.adapters.kube.apply import ApplyResult
 from clueue.adapters.kube.cache import ClusterCache
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
+from clueue.adapters.kube.pacing import PendingWriteLimiter
 from clueue.engine import ClueueError, Config, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
@@ -51,6 +53,11 @@ from clueue.engine.memo import Memo
 __all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle"]
 
 log = logging.getLogger("clueue.controller")
+
+# When a cycle's pending-status rewrites were held back (pacing.py), the next cycle comes once
+# the limiter has tokens for them, within these bounds.
+_DEFERRED_MIN_S = 1.0
+_DEFERRED_MAX_S = 10.0
 
 
 @dataclass
@@ -178,6 +185,7 @@ class Controller:
         self.shutdown_grace = shutdown_grace
         self.session = Session(policy, config)
         self._memo = Memo()  # for the over-quota check, kept across cycles as the session keeps its own
+        self.pending_writes = PendingWriteLimiter()  # paces pending Workloads' condition rewrites across cycles
         self.cycles = 0
         self.lease: DeciderLease | None = None
         self._stopping = threading.Event()
@@ -252,6 +260,9 @@ class Controller:
                     retry_at = time.monotonic() + backoff.failed()
                 else:
                     backoff.succeeded()
+                    if result.applied is not None and result.applied.deferred:  # paced: the rest in a while
+                        retry_at = time.monotonic() + min(_DEFERRED_MAX_S, max(
+                            _DEFERRED_MIN_S, len(result.applied.deferred) / self.pending_writes.rate))
                 if result.plan is not None and any(a.kind == "preempt" for a in result.plan.actions):
                     debounce.note(time.monotonic())  # admit the preemptors once the evictions are seen
         except BaseException:
@@ -332,7 +343,8 @@ class Controller:
                 self.cache.resync()
             self.cache.wait_for_expectations(self.expectation_timeout)
             decided = decide_and_apply(self.api, self.policy, self.config, read=read, decide=decide, lease=self.lease,
-                                       lease_namespace=self.namespace, memo=self._memo)
+                                       lease_namespace=self.namespace, memo=self._memo,
+                                       pending_writes=self.pending_writes)
             result.plan, result.applied = decided.plan, decided.applied
             written = decided.applied.written
             self._tell(decided.applied)

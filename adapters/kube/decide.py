@@ -25,6 +25,7 @@ from .apply import ApplyResult, apply_plan
 from .errors import api_errors
 from .kinds import KUEUE_GROUP, kueue_version
 from .lease import LEASE_NAME, DeciderLease
+from .pacing import PendingWriteLimiter
 from .read import read_cluster
 from .queue_status import write_queue_status
 
@@ -44,7 +45,8 @@ class Decided:
 def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Config(), *, dry_run: bool = False,
                      lease_namespace: str | None = None, lease_timeout: float = LEASE_TIMEOUT_S,
                      decide: Callable[[Snapshot], Plan] | None = None, read: Callable[[], Snapshot] | None = None,
-                     lease: DeciderLease | None = None, memo: Memo | None = None) -> Decided:
+                     lease: DeciderLease | None = None, memo: Memo | None = None,
+                     pending_writes: PendingWriteLimiter | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
     (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
@@ -53,7 +55,9 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     it, and given back at its end): it is used as the fence and neither taken nor released
     here; its ``read`` is then a snapshot of its cache, which holds every write made before the
     lease was taken (:meth:`ClusterCache.resync <.cache.ClusterCache.resync>`). A ``memo`` kept
-    across its calls makes the over-quota check cost what changed (engine/memo.py).
+    across its calls makes the over-quota check cost what changed (engine/memo.py), and one
+    ``pending_writes`` limiter paces the rewrites of pending Workloads' conditions across its
+    cycles (pacing.py; those held back are in ``ApplyResult.deferred``).
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -62,7 +66,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     """
     run = decide or (lambda snapshot: guarded_cycle(snapshot, policy, config))
     namespace = lease_namespace or config.controller_namespace
-    if kueue_version(api) is None:  # before the lease: a cluster without Workloads has nothing to decide
+    version = kueue_version(api)
+    if version is None:  # before the lease: a cluster without Workloads has nothing to decide
         return Decided(None, ApplyResult(errors=[f"{KUEUE_GROUP} is not installed: Workloads cannot be written; "
                                                  "nothing applied"]))
     with contextlib.ExitStack() as held:
@@ -71,9 +76,10 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                 lease = held.enter_context(DeciderLease(api, namespace).acquire(lease_timeout))
         snapshot = (read or (lambda: read_cluster(api)))()
         plan = run(snapshot)
-        applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease and not dry_run else None)
+        applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease and not dry_run else None,
+                             pending_writes=pending_writes)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
-            applied.writes += write_queue_status(api, snapshot, plan, version=str(kueue_version(api)),
+            applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
     if memo is not None:
         memo.start(snapshot.configuration())
