@@ -11,6 +11,7 @@ number of concurrent writers, so that each writer thread keeps its own TLS conne
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,13 +126,20 @@ class Watcher:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop watching: the stream's socket is shut down, which ends the read in progress.
+
+        Closing the response instead would block on the TLS object the watch thread is reading
+        with until the next event arrives.
+        """
         self._stop.set()
         response = self._response
-        if response is not None:
+        connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
             try:
-                response.close()
-            except Exception:  # noqa: BLE001 - closing a half-read stream may raise anything
-                pass
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
         if self._thread:
             self._thread.join(timeout=10)
 
