@@ -256,23 +256,14 @@ class Run:
 
     def follow(self) -> None:
         """Until ``done``: observe the cluster, record what breaks a promise, and complete each
-        pod seen ungated at the previous observation (it ran a little)."""
-        running: set[tuple[str, str]] = set()
-        with_client = self.api
+        pod seen ungated (as if it ran at once)."""
         while not self.done.wait(0.15):
             try:
-                self.broken += violations(with_client, list(self.namespaces.values()), self.quotas)
+                self.broken += violations(self.api, list(self.namespaces.values()), self.quotas)
                 self.observations += 1
-                now_running = set()
-                for pod in (p for ns in self.namespaces.values() for p in list_pods(with_client, ns)):
-                    key = (pod.metadata.namespace, pod.metadata.name)
-                    if is_gated(pod) or pod.status.phase in ("Succeeded", "Failed"):
-                        continue
-                    if key in running:
-                        mark_succeeded(with_client, pod)
-                    else:
-                        now_running.add(key)
-                running = now_running
+                for pod in (p for ns in self.namespaces.values() for p in list_pods(self.api, ns)):
+                    if not is_gated(pod) and pod.status.phase not in ("Succeeded", "Failed"):
+                        mark_succeeded(self.api, pod)
             except ApiException as e:  # noqa: PERF203 - a conflict or a vanished pod: look again
                 if e.status not in (404, 409):
                     raise
@@ -489,6 +480,29 @@ def test_sigterm_during_a_busy_cycle_exits_zero_half_applies_nothing_and_release
           f"{len(waiting)} admitted workloads' pods {took:.1f} s after it")
     assert violations(api, [ns], {f"cq-{ns.removeprefix('ns-')}": BUSY_QUOTA}) == []
     assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "adapters/controller/loop.py Controller.run/_take_lease: DeciderLease.acquire(timeout=2*duration+1) "
+    "does not watch the stop event, so a SIGTERM while waiting for a crashed holder's decider lease is "
+    "ignored until the lease expires; then run() goes straight on to a resync cycle (the loop checks "
+    "_stopping only at its top), contrary to docs/controller.md 'starts no new cycle', and the exit is "
+    "delayed by up to the lease duration (16 s with the default 15 s)"))
+def test_sigterm_while_waiting_for_a_crashed_holders_lease_takes_no_lease_and_runs_no_cycle(cluster, api, procs):
+    crashed = start_controller(cluster, *FAST, "--lease-duration", "5")
+    procs.append(crashed)
+    wait_until(lambda: "took the decider lease" in controller_log(crashed), 60, "the decider lease taken",
+               proc=crashed)
+    kill(crashed)
+    waiting = start_controller(cluster, *FAST, "--lease-duration", "5")
+    procs.append(waiting)
+    wait_until(lambda: " started" in controller_log(waiting), 60, "the second controller started", proc=waiting)
+    waiting.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    assert waiting.wait(60) == 0, controller_log(waiting)[-3000:]
+    print(f"\nSIGTERM while waiting for a crashed holder's lease: exited after {time.monotonic() - signalled:.1f} s")
+    after_stop = controller_log(waiting).split("stopping:", 1)[1]
+    assert "took the decider lease" not in after_stop and "cycle" not in after_stop, after_stop
 
 
 # -- 5. the webhook down ---------------------------------------------------------------------------
