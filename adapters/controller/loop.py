@@ -344,7 +344,7 @@ class Controller:
             self.cache.wait_for_expectations(self.expectation_timeout)
             decided = decide_and_apply(self.api, self.policy, self.config, read=read, decide=decide, lease=self.lease,
                                        lease_namespace=self.namespace, memo=self._memo,
-                                       pending_writes=self.pending_writes)
+                                       pending_writes=self.pending_writes, cached=self.cache.get)
             result.plan, result.applied = decided.plan, decided.applied
             written = decided.applied.written
             self._tell(decided.applied)

@@ -10,18 +10,19 @@ or from outside clueue, is reported as a warning (engine/overcommit.py), never e
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from kubernetes import client
 
-from clueue.engine import Config, Plan, Policy, Snapshot
+from clueue.engine import Config, Document, Plan, Policy, Snapshot, WorkloadEntry
 from clueue.engine.guard import guarded_cycle
 from clueue.engine.memo import Memo
 from clueue.engine.overcommit import over_quota
 from clueue.engine.workloads import build_workloads
 
-from .apply import ApplyResult, apply_plan
+from .apply import ApplyResult, _Applier, apply_plan
+from .consistency import missing_owners, pod_set_difference
 from .errors import api_errors
 from .kinds import KUEUE_GROUP, kueue_version
 from .lease import LEASE_NAME, DeciderLease
@@ -29,7 +30,7 @@ from .pacing import PendingWriteLimiter
 from .read import read_cluster
 from .queue_status import write_queue_status
 
-__all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S"]
+__all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S", "unsettled"]
 
 LEASE_TIMEOUT_S = 60.0  # how long apply waits for another decider: a cycle and its writes, and some
 
@@ -46,7 +47,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                      lease_namespace: str | None = None, lease_timeout: float = LEASE_TIMEOUT_S,
                      decide: Callable[[Snapshot], Plan] | None = None, read: Callable[[], Snapshot] | None = None,
                      lease: DeciderLease | None = None, memo: Memo | None = None,
-                     pending_writes: PendingWriteLimiter | None = None) -> Decided:
+                     pending_writes: PendingWriteLimiter | None = None,
+                     cached: Callable[[str, str], Document | None] | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
     (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
@@ -57,7 +59,10 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     lease was taken (:meth:`ClusterCache.resync <.cache.ClusterCache.resync>`). A ``memo`` kept
     across its calls makes the over-quota check cost what changed (engine/memo.py), and one
     ``pending_writes`` limiter paces the rewrites of pending Workloads' conditions across its
-    cycles (pacing.py; those held back are in ``ApplyResult.deferred``).
+    cycles (pacing.py; those held back are in ``ApplyResult.deferred``). With ``cached`` (the
+    cache's lookup by kind and key, current as of the controller's own writes), the Workloads
+    that the cache shows exactly as the plan wants them are not read again by apply: a cycle over
+    a backlog of thousands costs the reads of what changed, not one read per Workload.
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -76,8 +81,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                 lease = held.enter_context(DeciderLease(api, namespace).acquire(lease_timeout))
         snapshot = (read or (lambda: read_cluster(api)))()
         plan = run(snapshot)
-        applied = apply_plan(api, plan, dry_run=dry_run, fence=lease.fence if lease and not dry_run else None,
-                             pending_writes=pending_writes)
+        applied = apply_plan(api, unsettled(plan, cached) if cached else plan, dry_run=dry_run,
+                             fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
@@ -85,3 +90,30 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]
     return Decided(plan, applied)
+
+
+def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan:
+    """``plan`` without the workload entries apply would write nothing for, as far as the cached
+    Workloads show: no action names them, their Workload exists (not being deleted), matches its
+    pods and owners, and holds the status the plan wants. Apply would read each of them only to
+    skip it. When in doubt an entry is kept: apply then reads it and decides itself."""
+    acted = {a.workload for a in plan.actions} | {a.target for a in plan.actions}
+
+    def settled(entry: WorkloadEntry) -> bool:
+        if entry.name in acted or entry.state == "finished":
+            return False
+        doc = cached("Workload", entry.name)
+        if doc is None:
+            return False
+        body = dict(doc.body)
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        if entry.origin != "workload" and (pod_set_difference(body, entry) or missing_owners(body, entry)):
+            return False
+        try:  # apply's own judgement of the status (it uses nothing of its applier)
+            return _Applier._desired_status(None, entry, dict(body.get("status") or {})) is None  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - should it ever need its applier: keep the entry, apply decides
+            return False
+
+    kept = tuple(entry for entry in plan.workloads if not settled(entry))
+    return plan if len(kept) == len(plan.workloads) else replace(plan, workloads=kept)

@@ -175,3 +175,31 @@ def test_a_queue_status_change_alone_is_no_change():
     cache._on_event(cq_kind, "MODIFIED", {**cq, "metadata": {"name": "cq", "resourceVersion": "3"},
                                           "spec": {"namespaceSelector": {}, "stopPolicy": "Hold"}}, "3")
     assert cache.take_changes() == {"ClusterQueue"}
+
+
+def test_apply_is_not_handed_workloads_the_cache_shows_as_planned():
+    from clueue.adapters.kube.consistency import reasons_digest, tagged
+    from clueue.adapters.kube.decide import unsettled
+    from clueue.engine import Document
+    from clueue.engine.plan import Action, Plan, SolverInfo, WorkloadEntry
+    from clueue.engine.reasons import make_reason
+
+    reasons = (make_reason("NoCombinedFit"),)
+
+    def entry(name: str) -> WorkloadEntry:
+        return WorkloadEntry(name=f"ns/{name}", queue="main", cluster_queue="cq", priority=0, state="pending",
+                             origin="workload", reasons=reasons)
+
+    def workload(name: str, message: str) -> Document:
+        return Document(name, {"metadata": {"name": name, "namespace": "ns"}, "status": {"conditions": [
+            {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}]}})
+
+    shown = tagged("; ".join(r.message for r in reasons), reasons_digest(reasons), 32 * 1024)
+    cached = {"ns/same": workload("same", shown), "ns/other": workload("other", "[clueue:0000]"),
+              "ns/acted": workload("acted", shown)}
+    solver = SolverInfo(0, 0, 0, 0, 0, True, 1, False, 0, 0, 1, 0, 0)
+    plan = Plan(tuple(entry(n) for n in ("same", "other", "acted", "new")),
+                (Action("preempt", "ns/acted", "ns/acted", {}),), solver, "", "")
+    kept = unsettled(plan, lambda kind, key: cached.get(key) if kind == "Workload" else None)
+    assert [e.name for e in kept.workloads] == ["ns/other", "ns/acted", "ns/new"]
+    assert kept.actions == plan.actions
