@@ -2,7 +2,8 @@
 
 Each test checks what a user relies on, never how fast (durations are printed, not asserted):
 
-- a killed leader is replaced and the new one admits new pods (takeover time printed);
+- a killed leader is replaced and the new one admits new pods (takeover time printed); a
+  paused one (SIGSTOP) resumed after the takeover writes nothing;
 - SIGKILL at varied moments, twenty times, loses nothing, never ungates a pod before its
   Workload records an admission, never admits over a ClusterQueue's quota (checked at every
   observation point of a polling loop that also completes admitted pods, as kubelets would),
@@ -180,6 +181,43 @@ def test_a_killed_leader_is_replaced_and_the_new_leader_admits_new_pods(cluster,
     assert lease_holder(api, LEADER_LEASE) not in ("", leader)
     assert lease_holder(api, DECIDER_LEASE) == lease_holder(api, LEADER_LEASE)
     assert stop_controller(follower) == 0, controller_log(follower)[-3000:]
+
+
+def test_a_paused_leader_resumed_after_a_takeover_writes_nothing(cluster, api, procs):
+    """SIGSTOP (a long GC pause, a frozen VM) rather than SIGKILL: once the other replica took
+    over, the old leader wakes with a stale cache and stale leases; its fence must refuse every
+    write, so the quota is never exceeded and no pod is ungated without its admission."""
+    t = tag()
+    ns = queue_setup(api, t, nominal=2)
+    quotas = {f"cq-{t}": 2}
+    create(api, gated_pod(ns, "p0"))
+    old = start_controller(cluster, *FAST, "--leader-elect", "--lease-duration", "3")
+    procs.append(old)
+    wait_until(lambda: admitted(api, ns, "p0"), 60, "the first leader to admit p0", proc=old)
+    new = start_controller(cluster, *FAST, "--leader-elect", "--lease-duration", "3")
+    procs.append(new)
+    wait_until(lambda: " started" in controller_log(new), 60, "the second replica started", proc=new)
+
+    old.send_signal(signal.SIGSTOP)
+    paused = time.monotonic()
+    create_all(api, [gated_pod(ns, f"p{i}") for i in (1, 2, 3)])
+    wait_until(lambda: sum(not is_gated(p) for p in list_pods(api, ns)) == 2, 60,
+               "the other replica to take over and admit one more pod", proc=new)
+    print(f"\nleader paused: the other replica admitted a pod {time.monotonic() - paused:.1f} s later")
+    old.send_signal(signal.SIGCONT)
+    wait_until(lambda: "stopped leading" in controller_log(old), 30, "the resumed leader to see it lost", proc=old)
+    for _ in range(20):  # both run: watch them for a while
+        assert violations(api, [ns], quotas) == []
+        time.sleep(0.1)
+    mark_succeeded(api, client.CoreV1Api(api).read_namespaced_pod("p0", ns))
+    wait_until(lambda: sum(not is_gated(p) for p in list_pods(api, ns)) == 3, 60,
+               "the new leader to admit a pod into the quota p0 freed", proc=new)
+    assert violations(api, [ns], quotas) == []
+    assert old.poll() is None and new.poll() is None
+    identity = lease_holder(api, LEADER_LEASE)
+    assert identity in controller_log(new) and lease_holder(api, DECIDER_LEASE) == identity
+    for proc in (new, old):
+        assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
 
 
 # -- 2. SIGKILL twenty times -----------------------------------------------------------------------
