@@ -258,13 +258,14 @@ class Controller:
                     next_resync = time.monotonic() + self.resync_period
                 if result.failed:
                     retry_at = time.monotonic() + backoff.failed()
-                else:
+                elif result.applied is not None:
                     backoff.succeeded()
-                    if result.applied is not None and result.applied.deferred:  # paced: the rest in a while
+                    applied = result.applied
+                    if applied.deferred:  # paced: the rest once the limiter has room for them
                         retry_at = time.monotonic() + min(_DEFERRED_MAX_S, max(
-                            _DEFERRED_MIN_S, len(result.applied.deferred) / self.pending_writes.rate))
-                if result.plan is not None and any(a.kind == "preempt" for a in result.plan.actions):
-                    debounce.note(time.monotonic())  # admit the preemptors once the evictions are seen
+                            _DEFERRED_MIN_S, len(applied.deferred) / self.pending_writes.rate))
+                    if any(w.startswith("preempt ") for w in applied.writes):
+                        debounce.note(time.monotonic())  # admit the preemptors once the evictions are seen
         except BaseException:
             self._crashed = True
             raise

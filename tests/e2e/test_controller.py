@@ -22,7 +22,9 @@ from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are t
     DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, lease_holder, metrics_port, start_controller,
     stop_controller, wait_until,
 )
-from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
+from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag, workload_object
+from tests.e2e.test_preemption import preempting_queue
+from tests.e2e.test_preemption import workload as preemption_workload
 
 FAST = ("--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4")
 
@@ -150,3 +152,23 @@ def test_a_missing_namespace_is_one_clear_error(cluster):
     assert proc.wait(60) == 1
     log = controller_log(proc)
     assert "error: namespace no-such-ns does not exist" in log and "Traceback" not in log, log
+
+
+def test_a_higher_priority_workload_preempts_and_is_admitted_by_the_next_cycle(cluster, api):
+    t = tag()
+    ns = preempting_queue(api, t)
+    create(api, preemption_workload(ns, "low", 1))
+    proc = start_controller(cluster, *FAST)
+    try:
+        wait_until(lambda: admitted(api, ns, "low"), 60, "the low-priority Workload admitted", proc=proc)
+        create(api, preemption_workload(ns, "high", 100))
+        wait_until(lambda: admitted(api, ns, "high"), 60, "the high-priority one admitted", proc=proc)
+        low = workload_object(api, ns, "low")["status"]
+        assert "admission" not in low
+        assert any(c["type"] == "Evicted" and c["status"] == "True" for c in low["conditions"])
+    finally:
+        assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
+
+
+def admitted(api: client.ApiClient, ns: str, name: str) -> bool:
+    return bool((workload_object(api, ns, name).get("status") or {}).get("admission"))
