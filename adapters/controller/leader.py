@@ -66,20 +66,40 @@ class _Lock(LeaseLock):
         self.api_instance = client.CoordinationV1Api(api)
         self.timeout = timeout
         self.closed = threading.Event()
+        self.told = False
 
     def close(self) -> None:
         self.closed.set()
+
+    def _refused(self, e: ApiException, verb: str) -> None:
+        """Say once why the election cannot go on: the client itself only logs at info, forever."""
+        if e.status in (403, 404) and not self.told:
+            self.told = True
+            why = (f"namespace {self.namespace} does not exist" if e.status == 404 and verb == "create" else
+                   f"forbidden to {verb} it; grant get, create and update on leases in {self.namespace}")
+            log.error("leader election on Lease %s/%s cannot go on: %s", self.namespace, self.name, why)
 
     def get(self, name, namespace):  # type: ignore[no-untyped-def]
         try:
             lease = self.api_instance.read_namespaced_lease(name, namespace, _request_timeout=self.timeout)
         except ApiException as e:
+            if e.status != 404:
+                self._refused(e, "get")
             return False, e
         self.lease_reference = lease
         return True, self.get_lock_object(lease)
 
     def create(self, name, namespace, election_record):  # type: ignore[no-untyped-def]
-        return False if self.closed.is_set() else super().create(name, namespace, election_record)
+        if self.closed.is_set():
+            return False
+        try:
+            self.lease_reference = self.api_instance.create_namespaced_lease(
+                namespace, client.V1Lease(metadata=client.V1ObjectMeta(name=name),
+                                          spec=self.get_lease_spec(election_record)), _request_timeout=self.timeout)
+            return True
+        except ApiException as e:
+            self._refused(e, "create")
+            return False
 
     def update(self, name, namespace, updated_record):  # type: ignore[no-untyped-def]
         if self.closed.is_set() or self.lease_reference is None:
@@ -90,6 +110,7 @@ class _Lock(LeaseLock):
                                                        _request_timeout=self.timeout)
             return True
         except ApiException as e:
+            self._refused(e, "update")
             log.debug("updating Lease %s/%s failed: %s", namespace, name, e.reason)
             return False
 
