@@ -70,10 +70,26 @@ def _controller(kubeconfig: str, namespace: str, options: LiveOptions, part: str
     return controller
 
 
-def _finish_part(controller: ControllerProcess, before: Mapping[str, float]) -> dict[str, Any]:
-    """The controller's peak memory and metrics over the part, read before it is stopped."""
+def _total(metrics: Mapping[str, float], name: str) -> float:
+    """A counter's samples summed over their labels."""
+    return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
+
+
+def _finish_part(controller: ControllerProcess, before: Mapping[str, float], counter: str, seen: int,
+                 settle_s: float = 60.0) -> dict[str, Any]:
+    """The controller's peak memory and metrics over the part, read before it is stopped.
+
+    A cycle's metrics are recorded when it ends, after its last write, so the part's last
+    ungate or admission is seen while that cycle still runs: the metrics are read once
+    ``counter`` has grown by the ``seen`` writes the client saw, or after ``settle_s``.
+    """
+    deadline = time.monotonic() + settle_s
+    metrics = controller.metrics()
+    while _total(metrics, counter) - _total(before, counter) < seen and time.monotonic() < deadline:
+        time.sleep(0.2)
+        metrics = controller.metrics()
     rss = controller.peak_rss_mb()
-    summary = cycle_summary(controller.metrics(), dict(before))
+    summary = cycle_summary(metrics, dict(before))
     code = controller.stop()
     return {"controllerPeakRssMB": rss, "controller": summary, "controllerExitCode": code,
             "controllerLog": str(controller.log_path)}
@@ -86,7 +102,7 @@ def _pods_part(api: LiveApi, kubeconfig: str, namespace: str, run: str, options:
     try:
         before = controller.metrics()
         result = create_pods(api, pods_ns, run, options.pods, options.clients, options.timeout_s, say)
-        result.update(_finish_part(controller, before))
+        result.update(_finish_part(controller, before, "clueue_pods_ungated_total", result["ungated"]))
     finally:
         controller.stop()
     say(f"controller stopped; patching the {options.pods} Pods from {options.clients} clients (the apiserver's write rate)")
@@ -106,7 +122,7 @@ def _workloads_part(api: LiveApi, kubeconfig: str, namespace: str, run: str, opt
         before = controller.metrics()
         result = {"scenario": scenario.name, "seed": options.seed, "scale": options.scale,
                   **run_workloads(api, scenario, run, options.clients, options.timeout_s, say)}
-        result.update(_finish_part(controller, before))
+        result.update(_finish_part(controller, before, "clueue_admitted_workloads_total", result["admitted"]))
     finally:
         controller.stop()
     return result

@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clueue.engine import AdapterError
 
-__all__ = ["cluster", "ControllerProcess", "cycle_summary"]
+__all__ = ["cluster", "ControllerProcess", "cycle_summary", "profiled_main"]
 
 Say = Callable[[str], None]
 READY_TIMEOUT_S = 120.0
@@ -100,8 +100,7 @@ class ControllerProcess:
         argv = ["controller", "--kubeconfig", kubeconfig, "--namespace", namespace,
                 "--metrics-bind-address", f"127.0.0.1:{self.port}", *extra_args]
         if profile:
-            code = ("import cProfile, sys; from clueue.adapters.cli import main; "
-                    f"sys.argv = ['clueue'] + {argv!r}; cProfile.run('main()', {profile!r})")
+            code = f"from clueue.bench.live_cluster import profiled_main; profiled_main({argv!r}, {profile!r})"
         else:
             code = f"import sys; from clueue.adapters.cli import main; sys.argv = ['clueue'] + {argv!r}; main()"
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="clueue-bench-live-")) / f"controller-{self.port}.log"
@@ -180,6 +179,44 @@ class ControllerProcess:
                     os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
         return self.popen.returncode
+
+
+def profiled_main(argv: list[str], path: str) -> None:
+    """Run ``clueue <argv>`` with every thread under :mod:`cProfile`; merged statistics go to ``path``.
+
+    :func:`cProfile.run` sees the main thread only, and the controller decides and writes in
+    others: each thread started from here gets a profiler of its own.
+    """
+    import cProfile
+    import pstats
+    import threading
+
+    from clueue.adapters.cli import main
+
+    profiles = [cProfile.Profile()]
+    thread_run = threading.Thread.run
+
+    def run(self: threading.Thread) -> None:
+        profile = cProfile.Profile()
+        profiles.append(profile)
+        profile.enable()
+        try:
+            thread_run(self)
+        finally:
+            profile.disable()
+
+    threading.Thread.run = run  # type: ignore[method-assign]
+    sys.argv = ["clueue", *argv]
+    profiles[0].enable()
+    try:
+        main()
+    finally:
+        profiles[0].disable()
+        stats = pstats.Stats(profiles[0])
+        for profile in profiles[1:]:
+            with contextlib.suppress(TypeError):  # a thread that never ran code has no statistics
+                stats.add(profile)
+        stats.dump_stats(path)
 
 
 def _labels(key: str) -> dict[str, str]:
