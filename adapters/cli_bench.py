@@ -6,6 +6,7 @@ Only parses options and calls :mod:`clueue.bench`; docs/benchmarks.md explains e
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,10 +132,17 @@ def _live(options: Any, fmt: str) -> None:
     from clueue.bench.live import render_live, run_live
 
     err = Console(stderr=True)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # so that SIGTERM stops the controller and the control plane too
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
     try:
         report = run_live(options, say=lambda m: err.print(f"[dim]{m}[/]"))
     except AdapterError as e:
         raise click.ClickException(str(e)) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if fmt == "json":
         click.echo(json.dumps(report, indent=2))
     else:

@@ -90,6 +90,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: Linux sends it SIGTERM should the benchmark die first.
+
+    The controller runs in a session of its own (a Ctrl-C meant for the benchmark must not stop
+    it mid-measurement), so nothing else would stop it if the benchmark were killed outright.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
 class ControllerProcess:
     """``clueue controller`` in a child process of its own (see the module docstring)."""
 
@@ -106,7 +118,7 @@ class ControllerProcess:
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="clueue-bench-live-")) / f"controller-{self.port}.log"
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+                                          stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def pid(self) -> int:

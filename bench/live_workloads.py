@@ -243,7 +243,7 @@ def run_workloads(api: LiveApi, scenario: Scenario, run: str, clients: int, time
             state.stopped = True
             state.lock.notify_all()
         finisher.join(timeout=10)
-        state.pool.shutdown(wait=True)
+        state.pool.shutdown(wait=True, cancel_futures=True)  # interrupted: the creates not sent yet are dropped
         watcher.stop()
     result = state.report()
     result["watchErrors"] = watcher.errors[:5]
