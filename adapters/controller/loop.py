@@ -24,11 +24,12 @@ as expectations for the next cycle, and hands a :class:`CycleResult` to every ob
 metrics and the summary log line). A cycle that fails is a :class:`CycleResult` with ``error``
 set: the process never dies of one bad cycle.
 
-**Stopping.** :meth:`Controller.stop` (SIGTERM) lets the cycle in flight go on for
-``shutdown_grace`` seconds; after that its next write is refused by the fence and the apply
-stops there. apply writes in an order in which any prefix is safe (a workload's admission is
-recorded before its pods are ungated), so the next leader finishes what was left. The decider
-lease is then released.
+**Stopping.** :meth:`Controller.stop` (SIGTERM): the apply in flight starts no further
+workload's writes (``should_stop``) and finishes those it started, so no workload is left half
+written; the next leader applies the rest. Only as a last resort, ``shutdown_grace`` seconds
+after the stop (a server that stopped answering mid-write), the fence refuses the next write:
+apply writes in an order in which any prefix is safe (a workload's admission is recorded
+before its pods are ungated). The decider lease is then released.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ log = logging.getLogger("clueue.controller")
 # the limiter has tokens for them, within these bounds.
 _DEFERRED_MIN_S = 1.0
 _DEFERRED_MAX_S = 10.0
+APPLY_WORKERS = 32  # workloads written at once (apply.py): each is a few round trips, mostly waiting
 
 
 @dataclass
@@ -145,15 +147,34 @@ class _LeaderLease(DeciderLease):
     """The decider lease, whose fence also refuses writes once this replica stopped leading or
     its shutdown grace passed."""
 
-    def __init__(self, *args: Any, may_write: Callable[[], str], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, may_write: Callable[[], str], stopping: Callable[[], bool] = lambda: False,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.may_write = may_write
+        self.api = _Unless(self.api, stopping)  # waiting for another holder ends at a stop
 
     def fence(self) -> None:
         refused = self.may_write()
         if refused:
             raise LeaseLost(f"{refused}; stopped writing")
         super().fence()
+
+
+class _Unless:
+    """A Lease API whose reads raise :class:`LeaseHeld` once ``stopping``: a controller stopped
+    while waiting for the decider lease (a crashed holder's: up to a lease duration) gives up
+    at the wait's next poll instead of taking the lease and deciding after the stop."""
+
+    def __init__(self, api: Any, stopping: Callable[[], bool]) -> None:
+        self._api, self._stopping = api, stopping
+
+    def read_namespaced_lease(self, *args: Any, **kwargs: Any) -> Any:
+        if self._stopping():
+            raise LeaseHeld("stopping: the decider lease is no longer wanted")
+        return self._api.read_namespaced_lease(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
 
 
 class Controller:
@@ -196,7 +217,8 @@ class Controller:
 
     # -- control from other threads ------------------------------------------------------------
     def stop(self) -> None:
-        """Take no new cycle; the one in flight may write for ``shutdown_grace`` more seconds."""
+        """Take no new cycle; the one in flight finishes the workloads it started writing, for at
+        most ``shutdown_grace`` more seconds."""
         if not self._stopping.is_set():
             self._stopped_at = time.monotonic()
             self._stopping.set()
@@ -286,9 +308,12 @@ class Controller:
         """Take the decider lease, waiting a lease duration and then some for another holder
         (one that crashed holding it is taken over once its record has not changed for that long)."""
         lease = _LeaderLease(self.api, self.namespace, identity=self.identity, duration=self.lease_duration,
-                             may_write=self._refusal)
+                             may_write=self._refusal, stopping=self._stopping.is_set)
         try:
             self.lease = lease.acquire(timeout=lease.duration * 2 + 1)
+            if self._stopping.is_set():  # taken just as the stop came: no cycle under it
+                self._drop_lease()
+                return False
             log.info("took the decider lease %s/%s as %s", self.namespace, lease.name, lease.identity)
             return True
         except LeaseHeld as e:
@@ -345,7 +370,8 @@ class Controller:
             self.cache.wait_for_expectations(self.expectation_timeout)
             decided = decide_and_apply(self.api, self.policy, self.config, read=read, decide=decide, lease=self.lease,
                                        lease_namespace=self.namespace, memo=self._memo,
-                                       pending_writes=self.pending_writes, cached=self.cache.get)
+                                       pending_writes=self.pending_writes, cached=self.cache.get,
+                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
             result.plan, result.applied = decided.plan, decided.applied
             written = decided.applied.written
             self._tell(decided.applied)

@@ -13,8 +13,10 @@ Order, and what it guarantees:
    pods are written in ``status.reclaimablePods``.
 2. **Pods.** The admission gate is removed and the chosen flavors' node labels added to the node
    selector, on the exact pod the plan decided on (same uid), and only once the Workload's
-   admission is recorded and names the flavors the plan's does: the Workload is read again before
-   its first pod is ungated, and a plan whose flavors differ from the recorded ones (one decided
+   admission is recorded and names the flavors the plan's does: as the API server returned the
+   Workload to step 1 of the same apply (the answer to its status write, or its read when the
+   status was in place already), else read again before its first pod is ungated (never taken
+   from a cache or from the plan); a plan whose flavors differ from the recorded ones (one decided
    before another decider recorded its admission) leaves the pods gated, with an error, for the
    next cycle to ungate as recorded. A failure between 1 and 2 leaves an admitted Workload with
    gated pods, which the next cycle ungates; never an ungated pod without a recorded admission,
@@ -38,8 +40,11 @@ Order, and what it guarantees:
    quota before any later cycle can admit the preemptor, and a failure halfway leaves a victim
    that still holds quota, which the next cycle preempts again.
 
-Every write reads the object, derives the change, and writes with the read resourceVersion; on a
-conflict it reads again and derives the change anew. A change already in place is skipped, so
+Every write derives the change from the object as last known, and writes with its
+resourceVersion; on a conflict it reads again and derives the change anew. The object known is
+the one read, or the answer to the previous write of it (a status written on the Workload just
+created), or a controller's cached copy (``cached``): a stale copy costs one conflict, never a
+wrong write. A Workload missing from that cache is created without being read first. A change already in place is skipped, so
 applying the same plan twice writes nothing the second time, and neither does a second cycle on
 an unchanged cluster: a pending Workload's ``QuotaReserved=False`` condition carries a digest of
 its reasons' codes and data (``[clueue:<digest>]`` at the end of the message) and is rewritten
@@ -48,6 +53,13 @@ waited behind (``WaitsBehind`` names workloads admitted in the cycle that decide
 sees them admitted before). Events are recorded on Workloads and pods when something changes.
 A controller also paces those pending writes (``pending_writes``, pacing.py): the ones its
 limit holds back are left for a later cycle; no decision is ever held back.
+
+**Concurrent writes.** The writes of one workload (its Workload and status, then its pods, its
+eviction) form a chain, kept in the order above; chains of different workloads depend on
+nothing of each other and run on a pool of threads (``workers``), step 1 of every chain before
+steps 2-4 of any. A stop (the server gone, the lease lost) lets no further chain start; a
+controller's shutdown (``should_stop``) starts no further workload but lets each one started
+finish, so none is left half written. Events come after every write, off their path.
 
 **Concurrent deciders.** resourceVersion guards one object, not a decision that spans many (two
 admissions into one flavor). Deciders therefore take turns under the decider lease (lease.py,
@@ -64,7 +76,12 @@ and the recorded-admission check above keeps pods on their recorded flavor.
 
 from __future__ import annotations
 
+import contextvars
+import copy
+import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
@@ -72,7 +89,7 @@ from typing import Any, Callable, TypeVar
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clueue.engine import Plan, WorkloadEntry
+from clueue.engine import Document, Plan, WorkloadEntry
 from clueue.engine.objects import Rejected
 from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
 
@@ -83,11 +100,12 @@ from .pacing import PendingWriteLimiter
 from .errors import ClusterUnavailable, recorded
 from .retry import call, counting_retries, missing_is_none, update_with_retry
 
-__all__ = ["ApplyResult", "apply_plan", "GATE", "FINALIZER", "MANAGER"]
+__all__ = ["ApplyResult", "apply_plan", "desired_status", "GATE", "FINALIZER", "MANAGER", "WORKERS"]
 
 GATE = "kueue.x-k8s.io/admission"
 FINALIZER = "kueue.x-k8s.io/managed"
 MANAGER = "clueue"
+WORKERS = 16  # workloads applied at once: enough to keep an API server busy; GIL-bound beyond
 _MESSAGE_LIMIT = 32 * 1024  # condition messages are capped by the API at 32 KiB
 T = TypeVar("T")
 
@@ -132,9 +150,48 @@ def _conditions(old: list[dict[str, Any]], wanted: list[tuple[str, str, str, str
     return [by_type[k] for k in sorted(by_type)]
 
 
+def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, Any] | None:
+    """The status a Workload should have for ``entry`` of a plan, given its ``status`` now; None
+    if it has it already (or only an eviction, not this entry, may change it). Pure: it reads
+    nothing and writes nothing, so a controller can ask it of its cached Workloads."""
+    message = "; ".join(r.message for r in entry.reasons)
+    if status.get("admission"):
+        # admitted already: only an eviction (not part of this plan) may undo it; the quota
+        # of its succeeded pods is released (reclaimablePods, for pods made into a Workload)
+        if entry.state != "admitted" or entry.origin == "workload":
+            return None
+        reclaimable = [{"name": name, "count": count} for name, count in entry.reclaimable]
+        if _reclaimable(status.get("reclaimablePods")) == _reclaimable(reclaimable):
+            return None
+        return {**status, "reclaimablePods": reclaimable}
+    if entry.state == "admitted":
+        admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
+            {"name": a.name, "count": a.count, "flavors": dict(a.flavors)} for a in entry.admission]}
+        wanted = [("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)]
+        evicted: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Evicted"), {})
+        if evicted.get("status") == "True":  # admitted again after a preemption, as Kueue records it
+            wanted.append(("Evicted", "False", "QuotaReserved", f"Previously: {evicted.get('message', '')}"))
+        conditions = _conditions(status.get("conditions", []), wanted)
+        return {**status, "admission": admission, "conditions": conditions}
+    preempted = any(r.code == "Preempted" for r in entry.reasons)  # as the eviction recorded it
+    reason = "Inadmissible" if entry.state == "inadmissible" else "Preempted" if preempted else "Pending"
+    digest = reasons_digest(entry.reasons)
+    old = next((c for c in status.get("conditions", []) if c.get("type") == "QuotaReserved"), {})
+    if (old.get("status"), old.get("reason"), tag_of(old.get("message", ""))) == ("False", reason, digest):
+        return None  # the same reasons with the same data: a changed rendering alone is no news
+    message = tagged(message, digest, _MESSAGE_LIMIT)
+    return {**status, "conditions": _conditions(status.get("conditions", []),
+                                                [("QuotaReserved", "False", reason, message)])}
+
+
 class _Applier:
+    """The writes of one plan. :meth:`fork` gives each workload's chain its own applier: its
+    own result and its own view of what its Workload records, over the same clients."""
+
     def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool, fence: Callable[[], None],
-                 pending_writes: PendingWriteLimiter | None = None) -> None:
+                 pending_writes: PendingWriteLimiter | None = None,
+                 cached: Callable[[str, str], Document | None] | None = None) -> None:
+        self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.version = kueue_version(api)
@@ -143,9 +200,29 @@ class _Applier:
         self.result = ApplyResult()
         self.fence = fence
         self.entries: dict[str, WorkloadEntry] = {}
-        self.recorded: dict[str, Any] = {}  # workload -> its status.admission, read once before its first ungate
+        self.recorded: dict[str, Any] = {}  # workload -> its status.admission, as the API server last told
         self.uids: dict[str, str] = {}  # workload -> the uid of the Workload that admission is recorded on
         self.pending_writes = pending_writes
+        self.cached = cached
+        self.events: list[Callable[[], str]] = []  # Events to send once the chain's writes are done
+        # Pacing in rank order across chains: wait for the paced writes ranked before, then let the next go.
+        self.await_turn: Callable[[], None] = lambda: None
+        self.end_turn: Callable[[], None] = lambda: None
+
+    def fork(self, *, keep: bool = False) -> _Applier:
+        """An applier for one workload's chain: the same clients, a result and Events of its own,
+        and its own records of what its Workload holds (``keep``: these records, for its next step)."""
+        twin = copy.copy(self)
+        twin.result, twin.events = ApplyResult(), []
+        if not keep:
+            twin.entries, twin.recorded, twin.uids = {}, {}, {}
+        return twin
+
+    def _first(self, kind: str, key: str) -> Any:
+        """The cached object to try a change on first (the write's resourceVersion guards it;
+        a conflict reads the object anew); None without a cache or when it holds none."""
+        doc = self.cached(kind, key) if self.cached is not None else None
+        return copy.deepcopy(dict(doc.body)) if doc is not None else None
 
     def _fenced(self, write: Callable[[], T], deleting: tuple[str, str] | None = None) -> T:
         """A write, sent only while the decider lease is surely held (lease.py): checked again
@@ -176,58 +253,41 @@ class _Applier:
         return {"apiVersion": f"{KUEUE_GROUP}/{self.version}", "kind": "Workload", "metadata": metadata,
                 "spec": {"queueName": entry.queue, "priority": entry.priority, "podSets": pod_sets}}
 
-    def _desired_status(self, entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, Any] | None:
-        message = "; ".join(r.message for r in entry.reasons)
-        if status.get("admission"):
-            # admitted already: only an eviction (not part of this plan) may undo it; the quota
-            # of its succeeded pods is released (reclaimablePods, for pods made into a Workload)
-            if entry.state != "admitted" or entry.origin == "workload":
-                return None
-            reclaimable = [{"name": name, "count": count} for name, count in entry.reclaimable]
-            if _reclaimable(status.get("reclaimablePods")) == _reclaimable(reclaimable):
-                return None
-            return {**status, "reclaimablePods": reclaimable}
-        if entry.state == "admitted":
-            admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
-                {"name": a.name, "count": a.count, "flavors": dict(a.flavors)} for a in entry.admission]}
-            wanted = [("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)]
-            evicted: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Evicted"), {})
-            if evicted.get("status") == "True":  # admitted again after a preemption, as Kueue records it
-                wanted.append(("Evicted", "False", "QuotaReserved", f"Previously: {evicted.get('message', '')}"))
-            conditions = _conditions(status.get("conditions", []), wanted)
-            return {**status, "admission": admission, "conditions": conditions}
-        preempted = any(r.code == "Preempted" for r in entry.reasons)  # as the eviction recorded it
-        reason = "Inadmissible" if entry.state == "inadmissible" else "Preempted" if preempted else "Pending"
-        digest = reasons_digest(entry.reasons)
-        old = next((c for c in status.get("conditions", []) if c.get("type") == "QuotaReserved"), {})
-        if (old.get("status"), old.get("reason"), tag_of(old.get("message", ""))) == ("False", reason, digest):
-            return None  # the same reasons with the same data: a changed rendering alone is no news
-        message = tagged(message, digest, _MESSAGE_LIMIT)
-        return {**status, "conditions": _conditions(status.get("conditions", []),
-                                                    [("QuotaReserved", "False", reason, message)])}
-
     def workload(self, entry: WorkloadEntry) -> None:
         ns, name = entry.name.split("/", 1)
         label = f"Workload {entry.name}"
         self.entries[entry.name] = entry
-        existing = self._get_workload(ns, name)
+        first = self._first("Workload", entry.name)
+        # Not in a controller's cache (which holds its own writes): created without reading first;
+        # a Workload made meanwhile after all is found by the create's conflict.
+        assumed_absent = first is None and self.cached is not None and entry.origin != "workload"
+        existing = first if first is not None or assumed_absent else self._get_workload(ns, name)
+        fresh = first is None and not assumed_absent  # whether the API server itself said so
         if existing is not None and entry.origin != "workload":
             existing = self._consistent(entry, existing)
+        start = existing
         if existing is None:
             if entry.origin == "workload":
                 self.result.skipped.append(f"missing {label}")
                 return
             try:
-                self._fenced(lambda: self.custom.create_namespaced_custom_object(
+                start = self._fenced(lambda: self.custom.create_namespaced_custom_object(
                     KUEUE_GROUP, self.version, ns, "workloads", self._new_workload(entry), field_manager=MANAGER,
                     **self.dry))
                 self.result.writes.append(f"create {label}")
             except ApiException as e:
                 if e.status != 409:  # 409: created meanwhile (its status is handled below), or still being deleted
                     raise
-                if ((self._get_workload(ns, name) or {}).get("metadata") or {}).get("deletionTimestamp"):
+                start = self._get_workload(ns, name)
+                if ((start or {}).get("metadata") or {}).get("deletionTimestamp"):
                     self.result.skipped.append(f"create {label}: the one it replaces is still being deleted")
                     return
+                if assumed_absent and start is not None:  # not read before: made to match its pods now
+                    start = existing = self._consistent(entry, start)
+                    if start is None:
+                        self.result.skipped.append(f"create {label}: it was made meanwhile; replaced next cycle")
+                        return
+            fresh = True
             if self.dry:  # a dry-run create leaves nothing to write the status on
                 self._dry_recorded(entry)
                 return
@@ -237,18 +297,23 @@ class _Applier:
         granted: list[bool] = []  # whether the limiter let this write go, asked once
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            wanted = self._desired_status(entry, obj.get("status") or {})
+            wanted = desired_status(entry, obj.get("status") or {})
             if wanted is not None and paced is not None:
                 if not granted:
+                    self.await_turn()  # the tokens go to the higher-ranked ones first
                     granted.append(paced.take())
+                    self.end_turn()
                 if not granted[0]:
                     return None
             return None if wanted is None else {**obj, "status": wanted}
 
-        wrote = update_with_retry(
-            lambda: self._get_workload(ns, name), change,
-            lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
+        # The object just created, or read, is the first attempt: no read before the write.
+        reading = _Reading(lambda: self._get_workload(ns, name), start, fresh)
+        wrote = update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
+            lambda: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
+        if reading.fresh and reading.last is not None:  # what its pods are ungated by (no read again)
+            self._record(entry.name, reading.last)
         if wrote and self.dry:
             self._dry_recorded(entry)
         if granted and not granted[0]:
@@ -262,6 +327,11 @@ class _Applier:
                        "; ".join(r.message for r in entry.reasons))
         else:
             self.result.skipped.append(f"status {label}")
+
+    def _record(self, workload: str, obj: dict[str, Any]) -> None:
+        """What Workload ``obj``, as the API server just returned it, records for its pods."""
+        self.recorded[workload] = (obj.get("status") or {}).get("admission")
+        self.uids[workload] = (obj.get("metadata") or {}).get("uid") or ""
 
     def finish(self, target: str, finished: dict[str, Any]) -> None:
         """Mark the Workload of finished pods ``Finished`` (a ``finish`` action, with the plan's
@@ -281,7 +351,7 @@ class _Applier:
             conditions = _conditions(status.get("conditions", []), [("Finished", "True", reason, message)])
             return {**obj, "status": {**status, "conditions": conditions}}
 
-        if update_with_retry(lambda: self._get_workload(ns, name), change, lambda obj: self._fenced(
+        if update_with_retry(self._reading("Workload", target), change, lambda obj: self._fenced(
                 lambda: self.custom.replace_namespaced_custom_object_status(
                     KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))):
             self.result.writes.append(f"finish {label}")
@@ -332,25 +402,35 @@ class _Applier:
             meta = current["metadata"]
             return {**current, "metadata": {**meta, "ownerReferences": (meta.get("ownerReferences") or []) + owners}}
 
-        if update_with_retry(lambda: self._get_workload(ns, name), own,
-                             lambda changed: self._fenced(lambda: self.custom.replace_namespaced_custom_object(
-                                 KUEUE_GROUP, self.version, ns, "workloads", name, changed, field_manager=MANAGER,
-                                 **self.dry))):
+        reading = _Reading(lambda: self._get_workload(ns, name), obj)
+        if update_with_retry(reading, own, lambda changed: reading.wrote(self._fenced(
+                lambda: self.custom.replace_namespaced_custom_object(
+                    KUEUE_GROUP, self.version, ns, "workloads", name, changed, field_manager=MANAGER, **self.dry)))):
             self.result.writes.append(f"own {label}: owner references added for its pods")
-        return obj
+        return reading.last or obj  # as last read or written: the status write's first attempt
 
     # -- Pods ------------------------------------------------------------------------------
-    def _get_pod(self, ns: str, name: str) -> client.V1Pod | None:
-        return missing_is_none(lambda: self.core.read_namespaced_pod(name, ns))
+    def _reading(self, kind: str, key: str) -> _Reading:
+        """The read of an update of ``kind`` ``key`` ("ns/name"): the cached object first, if any."""
+        ns, name = key.split("/", 1)
+        read = self._get_pod if kind == "Pod" else self._get_workload
+        return _Reading(lambda: read(ns, name), self._first(kind, key))
+
+    # Pods are read and written as plain JSON, as Workloads are: no typed model to build per pod.
+    def _get_pod(self, ns: str, name: str) -> dict[str, Any] | None:
+        return missing_is_none(lambda: _json(self.core.read_namespaced_pod(name, ns, _preload_content=False)))
+
+    def _put_pod(self, ns: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+        body = {**pod, "apiVersion": "v1", "kind": "Pod"}
+        return self._fenced(lambda: _json(self.core.replace_namespaced_pod(
+            name, ns, body, field_manager=MANAGER, _preload_content=False, **self.dry)))
 
     def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str],
                annotations: dict[str, str]) -> None:
         ns, name = target.split("/", 1)
-        if workload not in self.recorded:  # read when its first pod is ungated, not from the plan
+        if workload not in self.recorded:  # not told by this chain's status write: read, not taken from the plan
             wl_ns, wl_name = workload.split("/", 1)
-            obj = self._get_workload(wl_ns, wl_name) or {}
-            self.recorded[workload] = (obj.get("status") or {}).get("admission")
-            self.uids[workload] = (obj.get("metadata") or {}).get("uid") or ""
+            self._record(workload, self._get_workload(wl_ns, wl_name) or {})
         if not self.recorded[workload]:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
             return
@@ -361,26 +441,29 @@ class _Applier:
                                       "ungate as recorded")
             return
 
-        def change(pod: client.V1Pod) -> client.V1Pod | None:
-            gates = pod.spec.scheduling_gates or []
-            if (uid and pod.metadata.uid != uid) or not any(g.name == GATE for g in gates):
+        def change(pod: dict[str, Any]) -> dict[str, Any] | None:
+            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+            gates = spec.get("schedulingGates") or []
+            if (uid and meta.get("uid") != uid) or not any(g.get("name") == GATE for g in gates):
                 return None  # replaced by another pod of that name, or ungated already
-            merged = dict(pod.spec.node_selector or {})
+            merged = dict(spec.get("nodeSelector") or {})
             clash = {k: v for k, v in selector.items() if k in merged and merged[k] != v}
             if clash:
                 raise ValueError(f"its nodeSelector already sets {clash} differently from the admitted flavor")
             merged.update(selector)
-            pod.spec.node_selector = merged
             # The Workload it runs under, by uid: should that Workload be deleted, its group has
             # ended (engine/workloads.py, _ended); a new Workload of that name is another one.
             recorded = {WORKLOAD_UID_ANNOTATION: self.uids[workload]} if self.uids.get(workload) else {}
-            pod.metadata.annotations = {**(pod.metadata.annotations or {}), **annotations, **recorded}
-            pod.spec.scheduling_gates = [g for g in gates if g.name != GATE] or None
-            return pod
+            spec = {k: v for k, v in spec.items() if k != "schedulingGates"}
+            if [g for g in gates if g.get("name") != GATE]:
+                spec["schedulingGates"] = [g for g in gates if g.get("name") != GATE]
+            if merged:
+                spec["nodeSelector"] = merged
+            meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations, **recorded}}
+            return {**pod, "metadata": meta, "spec": spec}
 
         try:
-            wrote = update_with_retry(lambda: self._get_pod(ns, name), change, lambda pod: self._fenced(
-                lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry)))
+            wrote = update_with_retry(self._reading("Pod", target), change, lambda pod: self._put_pod(ns, name, pod))
         except ValueError as e:
             self.result.errors.append(f"ungate Pod {target}: {e}")
             return
@@ -410,7 +493,7 @@ class _Applier:
             return {**obj, "status": {**kept, "conditions": conditions}}
 
         wrote = update_with_retry(
-            lambda: self._get_workload(ns, name), evict,
+            self._reading("Workload", target), evict,
             lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
                 KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
         self.recorded[target] = None
@@ -425,14 +508,17 @@ class _Applier:
     def _unfinalize(self, ns: str, name: str, uid: str) -> bool:
         """Remove the finalizer ``kueue.x-k8s.io/managed`` from pod ``ns/name`` if it is the pod
         of ``uid``; True if that was written."""
-        def unfinalize(pod: client.V1Pod) -> client.V1Pod | None:
-            if (uid and pod.metadata.uid != uid) or FINALIZER not in (pod.metadata.finalizers or []):
+        def unfinalize(pod: dict[str, Any]) -> dict[str, Any] | None:
+            meta = pod.get("metadata") or {}
+            if (uid and meta.get("uid") != uid) or FINALIZER not in (meta.get("finalizers") or []):
                 return None
-            pod.metadata.finalizers = [f for f in pod.metadata.finalizers if f != FINALIZER] or None
-            return pod
+            meta = {k: v for k, v in meta.items() if k != "finalizers"}
+            if [f for f in pod["metadata"]["finalizers"] if f != FINALIZER]:
+                meta["finalizers"] = [f for f in pod["metadata"]["finalizers"] if f != FINALIZER]
+            return {**pod, "metadata": meta}
 
-        return bool(update_with_retry(lambda: self._get_pod(ns, name), unfinalize, lambda pod: self._fenced(
-            lambda: self.core.replace_namespaced_pod(name, ns, pod, field_manager=MANAGER, **self.dry))))
+        return update_with_retry(self._reading("Pod", f"{ns}/{name}"), unfinalize,
+                                 lambda pod: self._put_pod(ns, name, pod))
 
     def finalize(self, target: str, uid: str) -> None:
         """Remove a pod's finalizer: clueue no longer needs to see it end (finalize-pod)."""
@@ -470,84 +556,247 @@ class _Applier:
     def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str,
               *, uid: str = "") -> None:
         """Record an Event on an object; ``ns`` is "" for a cluster-scoped one, whose Events live
-        in ``default`` (as the kubelet's Events on Nodes do), where ``kubectl describe`` finds them."""
+        in ``default`` (as the kubelet's Events on Nodes do), where ``kubectl describe`` finds them.
+        It is sent by :meth:`send_events`, once the chain's writes are done: off their path."""
         if self.dry:
             return
-        now = datetime.now(timezone.utc)
+        now = _now()
         home = ns or "default"
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=home),
-            involved_object=client.V1ObjectReference(kind=kind, api_version=api_version, namespace=ns or None,
-                                                     name=name, uid=uid or None),
-            reason=reason, message=message[:1024], type=type_, count=1, first_timestamp=now, last_timestamp=now,
-            source=client.V1EventSource(component=MANAGER), reporting_component=MANAGER)
-        try:
-            self.core.create_namespaced_event(home, body)
-        except ApiException as e:  # an event is a courtesy: never fail an apply over one
-            self.result.warnings.append(f"event {reason} on {kind} {ns}/{name}: {e.reason}")
+        involved = {"kind": kind, "apiVersion": api_version, "name": name,
+                    **({"namespace": ns} if ns else {}), **({"uid": uid} if uid else {})}
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"namespace": home},
+                "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
+                "count": 1, "firstTimestamp": now, "lastTimestamp": now, "reportingComponent": MANAGER,
+                "source": {"component": MANAGER}}
+
+        def send() -> str:
+            body["metadata"]["name"] = f"{name}.{time.time_ns():x}"
+            try:
+                _json(self.core.create_namespaced_event(home, body, _preload_content=False))
+            except ApiException as e:  # an event is a courtesy: never fail an apply over one
+                return f"event {reason} on {kind} {ns}/{name}: {e.reason}"
+            return ""
+        self.events.append(send)
+
+    def send_events(self) -> list[str]:
+        """Send the Events recorded so far; the warnings of those the API server refused."""
+        sent, self.events = self.events, []
+        return [w for w in (send() for send in sent) if w]
 
 
 def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                fence: Callable[[], None] | None = None,
-               pending_writes: PendingWriteLimiter | None = None) -> ApplyResult:
+               pending_writes: PendingWriteLimiter | None = None, workers: int = WORKERS,
+               should_stop: Callable[[], bool] | None = None,
+               cached: Callable[[str, str], Document | None] | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
+
+    Each workload's writes form a chain, sent in order (its Workload and status, then its pods'
+    ungates, deletions and finalizer removals, its eviction); the chains of different workloads
+    are independent and run on ``workers`` threads at once, every chain's Workload step before
+    any chain's pod step (the module docstring's order). Results are listed in the chains'
+    order, step by step, as a serial apply (``workers=1``) lists them; Events are sent after
+    every write, on the same threads.
 
     With ``dry_run`` every write is sent with ``dryRun=All``: the API server validates it and
     nothing changes.
 
     A request the API server refuses is recorded in ``errors`` and the apply goes on with the
     next object; when the server becomes unavailable (after the retries of retry.py), the apply
-    stops there, with ``stopped`` set and what was written so far in ``writes``.
+    starts no further chain, with ``stopped`` set and what was written so far in ``writes``.
 
     ``fence`` is called before every write (:meth:`DeciderLease.fence <.lease.DeciderLease.fence>`);
-    when it raises :class:`~.lease.LeaseLost` the apply stops there in the same way.
+    when it raises :class:`~.lease.LeaseLost` the apply stops in the same way.
+
+    ``should_stop`` (a controller's stop flag) is asked before each chain starts, never inside
+    one: once it says so, the chains in flight finish and no further one starts (``stopped``
+    set), so no workload is left half written by a shutdown.
 
     ``pending_writes`` (pacing.py), kept by a controller from cycle to cycle, paces the status
     writes of existing pending and inadmissible Workloads, highest-ranked first; those it holds
     back are listed in ``deferred`` and written by a later cycle. Without it nothing is paced.
 
+    ``cached`` (a controller's cache lookup by kind and key) gives the object each update tries
+    first, instead of reading it: a conflict (its resourceVersion is old) reads it and derives
+    the change anew. A Workload it does not hold is created without reading first.
+
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
     """
-    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes)
+    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes, cached)
     result = applier.result
     if applier.version is None:
         result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
         return result
-    with counting_retries() as tally:
+    for obj in plan.rejected:
+        if obj.kind != "Workload" and obj.name:
+            applier.rejected(obj)
+    chains = _chains(plan, pending_writes is not None)
+    # no more threads than the client keeps connections: beyond, each request would open its own
+    workers = min(workers, getattr(api.configuration, "connection_pool_maxsize", workers) or workers)
+    halted: list[str] = []  # why the apply stopped, first cause first
+    halting = threading.Lock()
+    turns = [threading.Event() for _ in chains]
+
+    def guarded(own: _Applier, starts: bool, write: Callable[[], None]) -> _Applier:
+        """``write``, unless the apply halted, or it ``starts`` a workload and should stop."""
         try:
-            for obj in plan.rejected:
-                if obj.kind != "Workload" and obj.name:
-                    applier.rejected(obj)
-            entries: list[WorkloadEntry] = list(plan.workloads)
-            if pending_writes is not None:  # the paced ones last, highest-ranked first (a stable sort)
-                entries.sort(key=lambda e: (e.state in _WAITING, e.rank is None, e.rank or 0) if e.state in _WAITING
-                             else (False, False, 0))
-            for entry in entries:
-                if entry.state != "finished":
-                    with recorded(result.errors, api, f"writing Workload {entry.name}"):
-                        applier.workload(entry)
-            for action in plan.actions:
-                details = dict(action.details)
-                with recorded(result.errors, api, f"{_DOING.get(action.kind, action.kind)} {action.target}"):
-                    if action.kind == "ungate":
-                        applier.ungate(action.target, action.workload, details.get("uid", ""),
-                                       details.get("nodeSelector", {}), details.get("annotations", {}))
-                    elif action.kind == "finish":
-                        applier.finish(action.target, details["reason"])
-                    elif action.kind == "finalize-pod":
-                        applier.finalize(action.target, details.get("uid", ""))
-                    elif action.kind == "delete-pod":
-                        applier.delete(action.target, action.workload, details.get("uid", ""),
-                                       details["reason"]["message"])
-                    elif action.kind == "preempt":
-                        applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
-                                        details["reason"]["code"], details["reason"]["message"])
-        except (ClusterUnavailable, LeaseLost) as e:  # the writes so far stay valid (see the order above); the next apply goes on
-            result.errors.append(str(e))
-            result.stopped = True
+            if halted or (starts and should_stop is not None and should_stop()):
+                own.result.stopped = True  # not started: left whole for the next apply
+            else:
+                write()
+        except (ClusterUnavailable, LeaseLost) as e:  # the writes so far stay valid (see the order above)
+            with halting:
+                halted.append(str(e))
+        return own
+
+    def workload(index: int, chain: _Chain) -> _Applier:
+        """Step 1 of a chain: its Workload and status."""
+        own = applier.fork()
+        if chain.turn is not None:  # paced: the token goes to the one ranked before first
+            previous = next((i for i in range(index - 1, -1, -1) if chains[i].turn is not None), None)
+            own.await_turn = (lambda: turns[previous].wait()) if previous is not None else (lambda: None)
+            own.end_turn = turns[index].set
+        entry = chain.entry
+        try:
+            return own if entry is None else guarded(own, True, lambda: _write_workload(own, entry))
+        finally:
+            turns[index].set()
+
+    def actions(chain: _Chain, first: _Applier) -> _Applier:
+        """Steps 2-4 of a chain: a workload whose step 1 ran has them run too, whatever should_stop says."""
+        own = first.fork(keep=True)
+        if first.result.stopped:
+            own.result.stopped = True
+            return own
+        return guarded(own, chain.entry is None, lambda: _act(own, chain.actions))
+
+    with counting_retries() as tally:
+        # Steps 1 of every chain, then steps 2-4: every Workload of the plan is written before any
+        # pod, as a serial apply does, and each workload's own order holds.
+        if workers <= 1 or len(chains) <= 1:
+            firsts = [workload(i, chain) for i, chain in enumerate(chains)]
+            done = [actions(chain, first) for chain, first in zip(chains, firsts)]
+            warned = [own.send_events() for own in firsts + done + [applier] if not halted]
+        else:
+            with ThreadPoolExecutor(min(workers, len(chains)), thread_name_prefix="clueue-apply") as pool:
+                def each(fn: Callable[..., _Applier], *args: Any) -> list[_Applier]:
+                    # each in a copy of this context: retries are counted on this apply's tallies
+                    futures = [pool.submit(contextvars.copy_context().run, fn, *a) for a in zip(*args)]
+                    return [f.result() for f in futures]
+                firsts = each(workload, range(len(chains)), chains)
+                done = each(actions, chains, firsts)
+                # the Events after every write: none waits behind one (a server gone would refuse them)
+                warned = [f.result() for f in [pool.submit(own.send_events) for own in firsts + done + [applier]
+                                                if not halted]]
+    for own, warnings in zip(firsts + done + [applier], warned):
+        own.result.warnings += warnings
+    for own in firsts + done:
+        _merge(result, own.result)
+    if halted:
+        result.errors.append(halted[0])  # one cause, said once: the chains in flight met the same
+        result.stopped = True
+    elif result.stopped:
+        result.warnings.append(f"stopping: {sum(1 for own in done if own.result.stopped)} workloads' writes "
+                               "left whole for the next apply")
     result.retries = tally.retries
     return result
+
+
+@dataclass
+class _Chain:
+    """One workload's writes, in order: its Workload entry, then the plan's actions on it."""
+
+    workload: str
+    entry: WorkloadEntry | None = None
+    actions: list[Any] = field(default_factory=list)
+    turn: bool | None = None  # True: its status write is paced, in the chains' order
+
+
+def _chains(plan: Plan, paced: bool) -> list[_Chain]:
+    """The plan as chains, one per workload: decisions first, in the plan's order; with pacing,
+    the chains whose status only restates why a workload waits last, highest-ranked first."""
+    chains: dict[str, _Chain] = {}
+    entries = [e for e in plan.workloads if e.state != "finished"]
+    if paced:  # a stable sort
+        entries.sort(key=lambda e: (True, e.rank is None, e.rank or 0) if e.state in _WAITING else (False, False, 0))
+    for entry in entries:
+        chains.setdefault(entry.name, _Chain(entry.name)).entry = entry
+        if paced and entry.state in _WAITING:
+            chains[entry.name].turn = True
+    for action in plan.actions:
+        key = action.workload or action.target
+        chains.setdefault(key, _Chain(key)).actions.append(action)
+    ordered = list(chains.values())
+    return [c for c in ordered if not c.turn] + [c for c in ordered if c.turn]
+
+
+def _write_workload(applier: _Applier, entry: WorkloadEntry) -> None:
+    """Step 1 of a chain; a refused write is an error.
+
+    Raises:
+        ClusterUnavailable, LeaseLost: stop: nothing more may be written.
+    """
+    with recorded(applier.result.errors, applier.api, f"writing Workload {entry.name}"):
+        applier.workload(entry)
+
+
+def _act(applier: _Applier, actions: list[Any]) -> None:
+    """Steps 2-4 of a chain, in the plan's order; a refused write is an error and the chain goes on.
+
+    Raises:
+        ClusterUnavailable, LeaseLost: stop: nothing more may be written.
+    """
+    for action in actions:
+        details = dict(action.details)
+        with recorded(applier.result.errors, applier.api, f"{_DOING.get(action.kind, action.kind)} {action.target}"):
+            if action.kind == "ungate":
+                applier.ungate(action.target, action.workload, details.get("uid", ""),
+                               details.get("nodeSelector", {}), details.get("annotations", {}))
+            elif action.kind == "finish":
+                applier.finish(action.target, details["reason"])
+            elif action.kind == "finalize-pod":
+                applier.finalize(action.target, details.get("uid", ""))
+            elif action.kind == "delete-pod":
+                applier.delete(action.target, action.workload, details.get("uid", ""),
+                               details["reason"]["message"])
+            elif action.kind == "preempt":
+                applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
+                                details["reason"]["code"], details["reason"]["message"])
+
+
+def _merge(into: ApplyResult, part: ApplyResult) -> None:
+    """A chain's result added to the apply's."""
+    for name in ("writes", "skipped", "errors", "warnings", "written", "deferred"):
+        getattr(into, name).extend(getattr(part, name))
+    into.stopped = into.stopped or part.stopped
+
+
+def _json(response: Any) -> Any:
+    """The parsed body of a request sent with ``_preload_content=False`` (read whole: its
+    connection goes back to the pool)."""
+    return json.loads(response.data or b"null")
+
+
+class _Reading:
+    """The read of :func:`~.retry.update_with_retry` that offers a known object first (a
+    cached one, or the answer to a write just made), then reads; it keeps the last object seen
+    and whether the API server itself gave it (``fresh``), not a cache."""
+
+    def __init__(self, read: Callable[[], Any], first: Any = None, fresh: bool = False) -> None:
+        self._read, self._first, self.fresh, self.last = read, first, fresh, None
+
+    def __call__(self) -> Any:
+        if self._first is not None:
+            self.last, self._first = self._first, None
+        else:
+            self.last, self.fresh = self._read(), True
+        return self.last
+
+    def wrote(self, obj: Any) -> Any:
+        """The write's answer: the object as it now is."""
+        self.last, self.fresh = obj, True
+        return obj
 
 
 def _written(obj: Any, deleting: tuple[str, str] | None) -> list[tuple[str, str, str]]:

@@ -8,9 +8,10 @@ from kubernetes import client, config
 
 from clueue.engine import AdapterError
 
-__all__ = ["connect", "CONNECT_TIMEOUT_S", "READ_TIMEOUT_S"]
+__all__ = ["connect", "CONNECT_TIMEOUT_S", "READ_TIMEOUT_S", "CONNECTIONS"]
 
 CONNECT_TIMEOUT_S = 10.0
+CONNECTIONS = 64
 READ_TIMEOUT_S = 60.0  # between two reads of an answer, not for the whole of it: a large list streams
 
 
@@ -32,6 +33,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, in_clu
     # urllib3 would otherwise resend a failed request three times at once, unseen and uncounted:
     # retries are made by clueue's own back-off (retry.py), which reports them.
     configuration.retries = False
+    # One connection per thread that writes at once (apply's workers, apply.WORKERS) and per
+    # watch of a controller's cache, and some: beyond the pool, urllib3 opens and drops one per request.
+    configuration.connection_pool_maxsize = CONNECTIONS
     api = client.ApiClient(configuration)
     _give_up_on_silence(api.rest_client)
     return api

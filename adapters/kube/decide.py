@@ -21,7 +21,7 @@ from clueue.engine.memo import Memo
 from clueue.engine.overcommit import over_quota
 from clueue.engine.workloads import build_workloads
 
-from .apply import ApplyResult, _Applier, apply_plan
+from .apply import WORKERS, ApplyResult, apply_plan, desired_status
 from .consistency import missing_owners, pod_set_difference
 from .errors import api_errors
 from .kinds import KUEUE_GROUP, kueue_version
@@ -48,7 +48,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                      decide: Callable[[Snapshot], Plan] | None = None, read: Callable[[], Snapshot] | None = None,
                      lease: DeciderLease | None = None, memo: Memo | None = None,
                      pending_writes: PendingWriteLimiter | None = None,
-                     cached: Callable[[str, str], Document | None] | None = None) -> Decided:
+                     cached: Callable[[str, str], Document | None] | None = None, workers: int = WORKERS,
+                     should_stop: Callable[[], bool] | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
     (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
@@ -62,7 +63,9 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     cycles (pacing.py; those held back are in ``ApplyResult.deferred``). With ``cached`` (the
     cache's lookup by kind and key, current as of the controller's own writes), the Workloads
     that the cache shows exactly as the plan wants them are not read again by apply: a cycle over
-    a backlog of thousands costs the reads of what changed, not one read per Workload.
+    a backlog of thousands costs the reads of what changed, not one read per Workload; and
+    apply tries its updates on the cached objects first rather than reading them.
+    ``workers`` and ``should_stop`` are :func:`~.apply.apply_plan`'s.
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -82,7 +85,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         snapshot = (read or (lambda: read_cluster(api)))()
         plan = run(snapshot)
         applied = apply_plan(api, unsettled(plan, cached) if cached else plan, dry_run=dry_run,
-                             fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes)
+                             fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
+                             workers=workers, should_stop=should_stop, cached=cached)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
@@ -110,10 +114,7 @@ def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan
             return False
         if entry.origin != "workload" and (pod_set_difference(body, entry) or missing_owners(body, entry)):
             return False
-        try:  # apply's own judgement of the status (it uses nothing of its applier)
-            return _Applier._desired_status(None, entry, dict(body.get("status") or {})) is None  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - should it ever need its applier: keep the entry, apply decides
-            return False
+        return desired_status(entry, dict(body.get("status") or {})) is None  # apply's own judgement
 
     kept = tuple(entry for entry in plan.workloads if not settled(entry))
     return plan if len(kept) == len(plan.workloads) else replace(plan, workloads=kept)
