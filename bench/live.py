@@ -88,6 +88,8 @@ def _finish_part(controller: ControllerProcess, before: Mapping[str, float], cou
     while _total(metrics, counter) - _total(before, counter) < seen and time.monotonic() < deadline:
         time.sleep(0.2)
         metrics = controller.metrics()
+    time.sleep(0.5)  # a cycle's counters are not recorded at one instant: read them once its recording is over
+    metrics = controller.metrics() or metrics
     rss = controller.peak_rss_mb()
     summary = cycle_summary(metrics, dict(before))
     code = controller.stop()
