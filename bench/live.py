@@ -233,6 +233,9 @@ def render_live(report: Mapping[str, Any], console: Console) -> None:
                   f"{wl['utilization']:.1%}", *(_n(adm.get(c, {}).get("average"), "{:.2f}") for c in ("small", "medium", "large")),
                   str(sum(wl["evictions"].values())), cycles, phases, f"{_n(wl.get('controllerPeakRssMB'))} MB")
         console.print(t)
+        if wl.get("timedOut"):
+            console.print(f"[bold red]timed out[/]: {wl['finished']:,} of {wl['workloads']:,} finished within --live-timeout; "
+                          "the figures cover those")
     targets = Table(title="Targets")
     for col in ("what", "target", "measured", ""):
         targets.add_column(col)
