@@ -169,7 +169,7 @@ def live_targets(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     pods = report.get("pods")
     if pods:
         limit = pods.get("patchPerSecond") or 0.0
-        need = min(PODS_PER_SECOND, limit / POD_RATE_FACTOR) if limit else PODS_PER_SECOND
+        need = limit / POD_RATE_FACTOR if 0 < limit < PODS_PER_SECOND else PODS_PER_SECOND  # the lower bound applies
         got = pods.get("ungatedPerSecond") or 0.0
         out.append({"name": "pods ungated per second, end to end", "value": f"{got:,.0f}/s",
                     "target": f">= {need:,.0f}/s (1,000/s, or the apiserver's {limit:,.0f} writes/s / {POD_RATE_FACTOR:g})",
