@@ -44,15 +44,16 @@ Every write derives the change from the object as last known, and writes with it
 resourceVersion; on a conflict it reads again and derives the change anew. The object known is
 the one read, or the answer to the previous write of it (a status written on the Workload just
 created), or a controller's cached copy (``cached``): a stale copy costs one conflict, never a
-wrong write. A Workload missing from that cache is created without being read first. A change already in place is skipped, so
-applying the same plan twice writes nothing the second time, and neither does a second cycle on
-an unchanged cluster: a pending Workload's ``QuotaReserved=False`` condition carries a digest of
-its reasons' codes and data (``[clueue:<digest>]`` at the end of the message) and is rewritten
-only when they change, not when only their wording does, nor when all that changed is whom it
-waited behind (``WaitsBehind`` names workloads admitted in the cycle that decided; the next cycle
-sees them admitted before). Events are recorded on Workloads and pods when something changes.
-A controller also paces those pending writes (``pending_writes``, pacing.py): the ones its
-limit holds back are left for a later cycle; no decision is ever held back.
+wrong write. A Workload missing from that cache is created without being read first. A change
+already in place is skipped, so applying the same plan twice writes nothing the second time, and
+neither does a second cycle on an unchanged cluster: a pending Workload's
+``QuotaReserved=False`` condition carries a digest of its reasons' codes and data
+(``[clueue:<digest>]`` at the end of the message) and is rewritten only when they change, not
+when only their wording does, nor when all that changed is whom it waited behind
+(``WaitsBehind`` names workloads admitted in the cycle that decided; the next cycle sees them
+admitted before). Events are recorded on Workloads and pods when something changes. A controller
+also paces those pending writes (``pending_writes``, pacing.py): the ones its limit holds back
+are left for a later cycle; no decision is ever held back.
 
 **Concurrent writes.** The writes of one workload (its Workload and status, then its pods, its
 eviction) form a chain, kept in the order above; chains of different workloads depend on
