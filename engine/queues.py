@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 from .objects import ClusterQueue
 from .plan import Plan, WorkloadEntry
@@ -79,15 +79,15 @@ class QueueStatus:
     flavors_reservation: tuple[FlavorUsage, ...] = ()  # per flavor and resource: held quota
     flavors_usage: tuple[FlavorUsage, ...] = ()  # the same, of admitted workloads
 
-    def to_dict(self, version: str = "v1beta2") -> dict[str, Any]:
-        """The ``status`` fields in kueue.x-k8s.io ``version``, conditions apart."""
+    def to_dict(self) -> dict[str, Any]:
+        """The ``status`` fields as kueue.x-k8s.io names them, conditions apart."""
+        usage = [f.to_dict() for f in self.flavors_usage]
         return {"pendingWorkloads": self.pending, "reservingWorkloads": self.reserving,
                 "admittedWorkloads": self.admitted,
                 "flavorsReservation": [f.to_dict() for f in self.flavors_reservation],
-                self._usage_field(version): [f.to_dict() for f in self.flavors_usage]}
+                **{name: usage for name in self._usage_fields}}
 
-    def _usage_field(self, version: str) -> str:
-        return "flavorsUsage"
+    _usage_fields: ClassVar[tuple[str, ...]] = ("flavorsUsage",)
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,10 @@ class LocalQueueStatus(QueueStatus):
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def _usage_field(self, version: str) -> str:
-        # Kueue renamed a LocalQueue's admitted usage in v1beta2
-        return "flavorUsage" if version == "v1beta1" else "flavorsUsage"
+    # Kueue renamed a LocalQueue's admitted usage in v1beta2 (flavorUsage -> flavorsUsage). Both
+    # are written: clueue's CRDs return an object as stored whichever version is asked for, so a
+    # client of either version finds its name; Kueue's own CRDs prune the other version's name.
+    _usage_fields = ("flavorUsage", "flavorsUsage")
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,8 @@
 A queue's status is written only when it differs from the one recorded, ignoring the time of
 its ``Active`` condition (which moves only when the condition's status does): a cycle that
 changes nothing writes no status. Fields clueue does not compute (``fairSharing``, ...) are
-kept as they are. The names differ by served version: a LocalQueue's admitted usage is
-``flavorUsage`` in v1beta1 and ``flavorsUsage`` in v1beta2; v1beta1 LocalQueues keep a stale
-``flavorsUsage`` out and v1beta2 ones a stale ``flavorUsage``.
+kept as they are. A LocalQueue's admitted usage is written under both of its names,
+``flavorUsage`` (v1beta1) and ``flavorsUsage`` (v1beta2): see engine/queues.py.
 
 Every write is fenced by the decider lease, as apply.py's are, and retried from a fresh read
 on a conflict.
@@ -47,11 +46,11 @@ def _quantity(value: Any) -> Any:
         return value
 
 
-def _wanted(old: dict[str, Any], fields: dict[str, Any], active: Any, drop: str | None) -> dict[str, Any] | None:
+def _wanted(old: dict[str, Any], fields: dict[str, Any], active: Any) -> dict[str, Any] | None:
     """The status with ``fields`` and the ``Active`` condition set; None if it is so already."""
     conditions = _conditions(list(old.get("conditions") or []),
                              [(active.type, active.status, active.reason, active.message)])
-    new = {**{k: v for k, v in old.items() if k != drop}, **fields, "conditions": conditions}
+    new = {**old, **fields, "conditions": conditions}
     return None if _canonical(new) == _canonical(old) else new
 
 
@@ -76,13 +75,12 @@ def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *,
     statuses = queue_statuses(snapshot, plan)
     try:
         for name, cq in statuses.cluster_queues.items():
-            writer.write(f"ClusterQueue {name}", cq.to_dict(), cq.active, None,
+            writer.write(f"ClusterQueue {name}", cq.to_dict(), cq.active,
                          lambda n=name: custom.get_cluster_custom_object(KUEUE_GROUP, version, "clusterqueues", n),
                          lambda obj, n=name: custom.replace_cluster_custom_object_status(
                              KUEUE_GROUP, version, "clusterqueues", n, obj, field_manager=MANAGER, **dry))
-        stale = "flavorsUsage" if version == "v1beta1" else "flavorUsage"
         for key, lq in statuses.local_queues.items():
-            writer.write(f"LocalQueue {key}", lq.to_dict(version), lq.active, stale,
+            writer.write(f"LocalQueue {key}", lq.to_dict(), lq.active,
                          lambda q=lq: custom.get_namespaced_custom_object(
                              KUEUE_GROUP, version, q.namespace, "localqueues", q.name),
                          lambda obj, q=lq: custom.replace_namespaced_custom_object_status(
@@ -108,10 +106,10 @@ class _Writer:
             return write()
         return call(once)
 
-    def write(self, label: str, fields: dict[str, Any], active: Any, drop: str | None,
+    def write(self, label: str, fields: dict[str, Any], active: Any,
               read: Callable[[], Any], replace: Callable[[Any], Any]) -> None:
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            wanted = _wanted(obj.get("status") or {}, fields, active, drop)
+            wanted = _wanted(obj.get("status") or {}, fields, active)
             return None if wanted is None else {**obj, "status": wanted}
 
         def attempt() -> None:

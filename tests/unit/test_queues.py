@@ -31,7 +31,7 @@ def test_counts_and_usage_sum_requests_times_counts_per_flavor():
     lq = st.local_queues["default/main"]
     assert (lq.pending, lq.reserving, lq.admitted) == (2, 1, 1)
     assert _usage(lq.flavors_usage) == {("f", "cpu"): ("3", None), ("f", "memory"): ("0", None)}
-    assert lq.to_dict("v1beta1")["flavorUsage"] == lq.to_dict("v1beta2")["flavorsUsage"]
+    assert lq.to_dict()["flavorUsage"] == lq.to_dict()["flavorsUsage"]  # v1beta1's name and v1beta2's
     assert (lq.active.status, lq.active.reason) == ("True", "Ready")
 
 
