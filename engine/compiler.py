@@ -394,6 +394,8 @@ def _workload_facts(out: _Facts, w: Workload, units: Mapping[str, Fraction]) -> 
     out.add("workload_queue", k, w.queue)
     out.add("workload_priority", k, w.priority)
     out.add("workload_created", k, w.created)
+    if w.coscheduled:
+        out.add("pod_group_member", k)
     if w.held:
         out.add("held", k)
     for ps in w.pod_sets:

@@ -115,6 +115,8 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        'workload_created("research/train",1767225600).'),
     _p("workload_tiebreak(W,N)", "str int", "Position N of W in name order: the last ordering tie-break.",
        'workload_tiebreak("research/train",7).'),
+    _p("pod_group_member(W)", "str", "W is the gang of a coscheduling PodGroup: at equal priority, lone pods and "
+       "other workloads go first (the coscheduling QueueSort).", 'pod_group_member("research/podgroup-mpi").'),
     _p("held(W)", "str", "The compiler holds W back this cycle (e.g. an incomplete pod group); see its reasons.",
        'held("research/train").'),
     _p("pod_set(W,PS,Count)", "str str int", "Workload W has pod set PS of Count pods.",

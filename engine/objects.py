@@ -15,7 +15,7 @@ __all__ = [
     "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
-    "Rejected", "STOP_POLICIES",
+    "PodGroup", "Rejected", "STOP_POLICIES",
 ]
 
 Resources = Mapping[str, Fraction]
@@ -253,6 +253,26 @@ class Pod:
     finalizer: bool = False  # holds the finalizer kueue.x-k8s.io/managed (so it is still tracked)
     ended: int = 0  # when a terminated pod stopped running (seconds since the epoch), 0 if unknown
     scheduled: bool = False  # spec.nodeName is set: a kubelet will see it end
+    controller_uid: str = ""  # metadata.uid of its controlling owner, if any (a PodGroup's occupiedBy)
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """A coscheduling ``PodGroup`` (scheduling.x-k8s.io/v1alpha1): ``min_member`` pods that are
+    placed together or not at all (docs/podgroups.md)."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: int
+    min_member: int
+    min_resources: Resources
+    schedule_timeout: int | None  # spec.scheduleTimeoutSeconds
+    labels: Mapping[str, str]
+    phase: str  # status.phase as recorded ("" if never written)
+    schedule_start: int  # status.scheduleStartTime, seconds since the epoch (0 if unset)
+    requeues: int = 0  # annotation clueue.dev/requeues: how often the group was released
+    backoff_until: int = 0  # annotation clueue.dev/backoff-until: held until then (epoch seconds; 0: not held)
 
 
 @dataclass(frozen=True)

@@ -216,13 +216,14 @@ def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
     return all(v <= free.get(r, Fraction(0)) for r, v in needs.items())
 
 
-def _rank_key(w: Workload) -> tuple[int, int, str]:
-    """The built-in ordering (ordering.lp): priority, then creation time, then name."""
-    return (-w.priority, w.created, w.key)
+def _rank_key(w: Workload) -> tuple[int, int, int, str]:
+    """The built-in ordering (ordering.lp): priority, then PodGroup gangs last, then creation
+    time, then name."""
+    return (-w.priority, int(w.coscheduled), w.created, w.key)
 
 
 def _shape(cq: str, w: Workload) -> tuple[object, ...]:
-    return (cq, w.namespace, w.queue, w.priority, tuple(
+    return (cq, w.namespace, w.queue, w.priority, w.coscheduled, tuple(
         (ps.name, ps.count, _requests(ps), ps.node_labels, ps.tolerations) for ps in w.pod_sets))
 
 
@@ -280,7 +281,7 @@ def _bound(needs: Mapping[str, Fraction], totals: Mapping[str, Fraction]) -> int
 class _Pending(NamedTuple):
     """What selection needs of one pending workload; ordered by the built-in rank key."""
 
-    rank: tuple[int, int, str]
+    rank: tuple[int, int, int, str]
     shape: int  # the number of its shape (Memo.number)
     cluster_queue: str
     needs: Mapping[str, Fraction]

@@ -19,13 +19,13 @@ from .errors import SnapshotError
 from .memo import Changes, Memo
 from .objects import (
     Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
-    Namespace, Node, NodeLabelRequirement, Pod, PodSetAdmission, PodSetSpec, PriorityClass,
+    Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
     Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
     WorkloadPriorityClass, STOP_POLICIES,
 )
 from .quantity import parse_quantity
 
-__all__ = ["Document", "Snapshot", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
+__all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
            "INT32_LIMIT"]
 
 KUEUE_PREFIX = "kueue.x-k8s.io/"
@@ -33,6 +33,11 @@ KUEUE_PREFIX = "kueue.x-k8s.io/"
 ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
 POD_FINALIZER = KUEUE_PREFIX + "managed"  # set by the webhook on queued pods; removed once a pod is done with
 KUEUE_GROUP = "kueue.x-k8s.io"
+SCHEDULING_GROUP = "scheduling.x-k8s.io"  # the coscheduling plugin's PodGroup (v1alpha1)
+_SCHEDULING_VERSIONS = ("v1alpha1",)
+# Kept on a PodGroup by clueue: its status schema has no room for them (unknown fields are pruned).
+REQUEUES_ANNOTATION = "clueue.dev/requeues"
+BACKOFF_ANNOTATION = "clueue.dev/backoff-until"
 INT32_LIMIT = 2**31  # Kubernetes' counts and priorities are int32
 
 
@@ -61,6 +66,7 @@ class Snapshot:
     local_queues: Mapping[str, LocalQueue] = field(default_factory=dict)
     workloads: Mapping[str, KueueWorkload] = field(default_factory=dict)
     pods: Mapping[str, Pod] = field(default_factory=dict)
+    pod_groups: Mapping[str, PodGroup] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # malformed objects left out (lenient snapshots only)
 
@@ -107,7 +113,7 @@ def _object_hash(obj: object) -> int:
 
 
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",
-             "cluster_queues", "cohorts", "local_queues", "workloads", "pods")
+             "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups")
 
 
 class Fields:
@@ -387,10 +393,12 @@ def role_hash(body: Mapping[str, Any]) -> str:
 def _pod(f: Fields) -> Pod:
     shape = parse_pod_shape(f, "spec", f.get("spec"))
     owners = []
+    controller_uid = ""
     for p, o in f.objects("metadata.ownerReferences", f.meta.get("ownerReferences")):
         if f.flag(f"{p}.controller", value=o.get("controller")):
             group = (f.string(f"{p}.apiVersion", "", o.get("apiVersion")) or "").rpartition("/")[0]
             owners.append(f"{group}/{f.string(f'{p}.kind', value=o.get('kind'))}")
+            controller_uid = f.string(f"{p}.uid", "", o.get("uid")) or ""
     gates = tuple(f.string(f"{p}.name", "", g.get("name")) or "" for p, g in f.objects("spec.schedulingGates"))
     labels = f.string_map("metadata.labels", f.meta.get("labels"))
     annotations = f.string_map("metadata.annotations", f.meta.get("annotations"))
@@ -408,7 +416,7 @@ def _pod(f: Fields) -> Pod:
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
         finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
-        ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")),
+        ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")), controller_uid=controller_uid,
     )
 
 
@@ -585,6 +593,33 @@ def _node(f: Fields) -> Node:
                 _taints(f, "spec.taints", f.get("spec.taints")), f.flag("spec.unschedulable"))
 
 
+def _annotated_int(f: Fields, key: str) -> int:
+    """A non-negative integer kept in annotation ``key`` (0 if absent)."""
+    raw = f.string_map("metadata.annotations", f.meta.get("annotations")).get(key)
+    if raw is None:
+        return 0
+    if not raw.isdigit() or int(raw) >= 2**63:
+        raise f.fail(f"metadata.annotations[{key}]", f"expected a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def _pod_group(f: Fields) -> PodGroup:
+    timeout = f.integer("spec.scheduleTimeoutSeconds")
+    if timeout is not None and timeout < 0:
+        raise f.fail("spec.scheduleTimeoutSeconds", f"expected a non-negative integer, got {timeout}")
+    start = f.get("status.scheduleStartTime")
+    return PodGroup(
+        namespace=f.namespace, name=f.name, uid=f.string("metadata.uid", "") or "", created=f.timestamp(),
+        min_member=f.count("spec.minMember", 0),
+        min_resources=f.resources("spec.minResources", f.get("spec.minResources")),
+        schedule_timeout=timeout, labels=f.string_map("metadata.labels", f.meta.get("labels")),
+        phase=f.string("status.phase", "") or "",
+        # the API server keeps a time it was given; an empty one (as Go writes a zero time) is unset
+        schedule_start=f.timestamp("status.scheduleStartTime", start) if start else 0,
+        requeues=_annotated_int(f, REQUEUES_ANNOTATION), backoff_until=_annotated_int(f, BACKOFF_ANNOTATION),
+    )
+
+
 # (apiVersion group, kind) -> (snapshot attribute, parser, namespaced key?)
 _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
     ("", "Namespace"): ("namespaces", lambda f: Namespace(f.name, f.string_map("metadata.labels", f.meta.get("labels"))), False),
@@ -597,6 +632,7 @@ _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
     (KUEUE_GROUP, "Cohort"): ("cohorts", _cohort, False),
     (KUEUE_GROUP, "LocalQueue"): ("local_queues", _local_queue, True),
     (KUEUE_GROUP, "Workload"): ("workloads", _workload, True),
+    (SCHEDULING_GROUP, "PodGroup"): ("pod_groups", _pod_group, True),
 }
 _KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 
@@ -636,6 +672,9 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
             return
         if group == KUEUE_GROUP and version not in _KUEUE_VERSIONS:
             raise SnapshotError(f"unsupported version {api!r} (clueue reads v1beta1 and v1beta2)",
+                                source=doc.source, obj=kind, field="apiVersion")
+        if group == SCHEDULING_GROUP and version not in _SCHEDULING_VERSIONS:
+            raise SnapshotError(f"unsupported version {api!r} (clueue reads {SCHEDULING_GROUP}/v1alpha1)",
                                 source=doc.source, obj=kind, field="apiVersion")
         attr, parse, namespaced = entry
         fields = Fields(doc, kind)

@@ -30,6 +30,7 @@ from .parsing import parse_yaml
 from .objects import Admission, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
+from .podgroups import POD_GROUP_LABEL, WORKLOAD_PREFIX, rfc3339
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
 
 __all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
@@ -76,6 +77,7 @@ class Workload:
     evict: Reason | None = None
     reclaimable: Mapping[str, int] = field(default_factory=dict)  # pod set -> status.reclaimablePods of its object
     finish: Mapping[str, Any] = field(default_factory=dict)  # for finished pods: details of the Finished reason
+    coscheduled: bool = False  # the gang of a coscheduling PodGroup (podgroups.py): ordered after lone pods
 
     # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
     # Session spells out plan entries for the same pending workloads cycle after cycle.
@@ -223,12 +225,15 @@ class _Builder:
     def build(self) -> Workloads:
         singles: list[Pod] = []
         groups: dict[tuple[str, str], list[Pod]] = defaultdict(list)
+        gangs: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # coscheduling PodGroups
         for pod in self.snap.pods.values():
             if not self._queued(pod):
                 continue
             group = pod.labels.get(GROUP_LABEL)
             if group:
                 groups[(pod.namespace, group)].append(pod)
+            elif pod.labels.get(POD_GROUP_LABEL):
+                gangs[(pod.namespace, pod.labels[POD_GROUP_LABEL])].append(pod)
             else:
                 singles.append(pod)
         built: dict[str, Workload] = {}
@@ -238,6 +243,10 @@ class _Builder:
                 built[single.key] = single
         for (ns, group), pods in sorted(groups.items()):
             w = self._group(ns, group, pods)
+            if w is not None:
+                built[w.key] = w
+        for (ns, group), pods in sorted(gangs.items()):
+            w = self._gang(ns, group, pods)
             if w is not None:
                 built[w.key] = w
         self._hold_rejected(built)
@@ -397,20 +406,42 @@ class _Builder:
             for pod in failed[len(failed) - replaced:] if replaced > 0 else ():
                 self._finalize(pod, key, "PodReplaced", podSet=role)
 
-    def _group(self, ns: str, group: str, all_pods: list[Pod]) -> Workload | None:
+    def _gang(self, ns: str, name: str, pods: list[Pod]) -> Workload | None:
+        """The workload of a coscheduling PodGroup's queued pods (podgroups.py): a pod group of
+        ``max(minMember, pods that exist)`` pods, created when its PodGroup was (the seed's
+        QueueSort), held while the PodGroup is missing or backing off after a release."""
+        pg = self.snap.pod_groups.get(f"{ns}/{name}")
+        active = [p for p in pods if p.phase != "Failed" and not p.deleting]
+        w = self._group(ns, WORKLOAD_PREFIX + name, pods, total=max(pg.min_member if pg else 1, len(active), 1),
+                        created=pg.created if pg else None)
+        if w is None:
+            return None
+        w = replace(w, coscheduled=True)
+        if pg is None and w.admission is None and not w.finished:
+            return replace(w, held=(make_reason("PodGroupNotFound", group=f"{ns}/{name}"),) + w.held)
+        if pg is not None and pg.backoff_until and w.admission is None and not w.finished:
+            return replace(w, held=(make_reason("PodGroupBackoff", group=f"{ns}/{name}", requeues=pg.requeues,
+                                                until=rfc3339(pg.backoff_until)),) + w.held)
+        return w
+
+    def _group(self, ns: str, group: str, all_pods: list[Pod], total: int | None = None,
+               created: int | None = None) -> Workload | None:
+        """A Kueue pod group; ``total`` (and ``created``) stand in for its pods' annotation (and
+        their latest creation time) for a coscheduling PodGroup's gang."""
         if self._ended(f"{ns}/{group}", all_pods):
             return None
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
         queue = sorted(all_pods, key=lambda p: p.name)[0].labels[QUEUE_LABEL]
         base = dict(namespace=ns, name=group, queue=queue, origin="pod-group",
                     priority=max(self._pod_priority(p) for p in all_pods),
-                    created=max(p.created for p in all_pods))
+                    created=max(p.created for p in all_pods) if created is None else created)
         obj = self.snap.workloads.get(f"{ns}/{group}")
         sets_pod = next((p for p in sorted(all_pods, key=lambda p: p.name) if SETS_ANNOTATION in p.annotations), None)
-        if sets_pod is not None:
+        if sets_pod is not None and total is None:
             return self._group_from_sets(group, sets_pod, all_pods, base)
 
-        totals = sorted({p.annotations.get(TOTAL_ANNOTATION, "") for p in active or all_pods})
+        totals = [str(total)] if total is not None else \
+            sorted({p.annotations.get(TOTAL_ANNOTATION, "") for p in active or all_pods})
         if len(totals) > 1:
             return self._unshaped(base, all_pods, make_reason("GroupCountMismatch", group=group, counts=totals))
         try:

@@ -30,7 +30,7 @@ from clueue.engine import Document, Snapshot, build_snapshot
 
 from . import retry
 from .errors import api_errors
-from .kinds import KINDS, Kind, kueue_version
+from .kinds import Kind, kueue_version, served_kinds
 from .read import to_document
 
 __all__ = ["ClusterCache", "caught_up", "newer_or_equal"]
@@ -93,7 +93,7 @@ class ClusterCache:
         self.api = api
         self.watch_seconds = watch_seconds
         self.version = (kueue_version(api) or "") if version is None else version
-        self.kinds = [k for k in KINDS if not k.custom or self.version]
+        self.kinds = served_kinds(api, self.version or None)
         self.changed = threading.Event()
         self.relists = 0  # how many times a kind was listed again after a watch ended badly
         self.generation = 0  # counts changes (not our own writes coming back): a cycle notes the one it read

@@ -29,6 +29,7 @@ from .lease import LEASE_NAME, DeciderLease
 from .pacing import PendingWriteLimiter
 from .read import read_cluster
 from .queue_status import write_queue_status
+from .podgroup_status import write_podgroup_status
 
 __all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S", "unsettled"]
 
@@ -90,6 +91,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
+            applied.writes += write_podgroup_status(api, snapshot, plan, fence=lease.fence if lease else None,
+                                                    errors=applied.errors)  # PodGroups (podgroup_status.py)
     if memo is not None:
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]

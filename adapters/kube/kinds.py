@@ -10,9 +10,12 @@ from kubernetes import client
 from .errors import api_errors
 from .retry import call
 
-__all__ = ["Kind", "KINDS", "KUEUE_GROUP", "kueue_version"]
+__all__ = ["Kind", "KINDS", "KUEUE_GROUP", "SCHEDULING_GROUP", "POD_GROUP_VERSION", "kueue_version",
+           "served_kinds"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
+SCHEDULING_GROUP = "scheduling.x-k8s.io"  # the coscheduling plugin's PodGroup
+POD_GROUP_VERSION = "v1alpha1"
 
 
 @dataclass(frozen=True)
@@ -21,13 +24,25 @@ class Kind:
     api_version: str  # for core kinds; kueue kinds use the served version found by discovery
     plural: str
     namespaced: bool
-    custom: bool  # a kueue.x-k8s.io custom resource
+    custom: bool  # a custom resource (of ``group``)
+    group: str = KUEUE_GROUP  # a custom resource's API group
+    # a custom resource of another group than kueue.x-k8s.io: the one version clueue reads
+    fixed_version: str = ""
+
+    def version(self, kueue: str) -> str:
+        """The version a custom resource is read in, ``kueue`` being kueue.x-k8s.io's served one."""
+        return self.fixed_version or kueue
+
+    def document_api_version(self, kueue: str) -> str:
+        """The ``apiVersion`` its documents carry."""
+        return f"{self.group}/{self.version(kueue)}" if self.custom else self.api_version
 
     def list_call(self, api: client.ApiClient, version: str) -> tuple[Callable[..., Any], dict[str, Any]]:
-        """The list function (also used for watching) and its fixed arguments."""
+        """The list function (also used for watching) and its fixed arguments; ``version`` is
+        kueue.x-k8s.io's served version."""
         if self.custom:
             return client.CustomObjectsApi(api).list_cluster_custom_object, {
-                "group": KUEUE_GROUP, "version": version, "plural": self.plural}
+                "group": self.group, "version": self.version(version), "plural": self.plural}
         core = client.CoreV1Api(api)
         calls: dict[str, Callable[..., Any]] = {
             "Namespace": core.list_namespace, "Pod": core.list_pod_for_all_namespaces, "Node": core.list_node,
@@ -47,7 +62,26 @@ KINDS: tuple[Kind, ...] = (
     Kind("LocalQueue", "", "localqueues", True, True),
     Kind("WorkloadPriorityClass", "", "workloadpriorityclasses", False, True),
     Kind("Workload", "", "workloads", True, True),
+    Kind("PodGroup", "", "podgroups", True, True, SCHEDULING_GROUP, POD_GROUP_VERSION),
 )
+
+
+def served_kinds(api: client.ApiClient | None, kueue: str | None) -> list[Kind]:
+    """The kinds of :data:`KINDS` the cluster serves, ``kueue`` being kueue.x-k8s.io's served
+    version (None: not installed). A kind of another group (PodGroup) is read only where its
+    group serves the version clueue reads: a cluster without the coscheduling CRD still works.
+    Without an ``api`` (a cache fed events by hand) nothing is discovered and those are left out.
+
+    Raises:
+        ClusterUnavailable, ApiRefused: the API server could not be asked (errors.py).
+    """
+    others = {k.group for k in KINDS if k.custom and k.group != KUEUE_GROUP}
+    served: dict[str, set[str]] = {}
+    if others and api is not None:
+        with api_errors(api, "discovering the API groups"):
+            groups = call(client.ApisApi(api).get_api_versions).groups
+        served = {g.name: {v.version for v in g.versions or ()} for g in groups if g.name in others}
+    return [k for k in KINDS if not k.custom or (kueue if k.group == KUEUE_GROUP else k.fixed_version in served.get(k.group, ()))]
 
 
 def kueue_version(api: client.ApiClient) -> str | None:

@@ -9,7 +9,7 @@ from kubernetes import client
 
 from clueue.engine import Document, Snapshot, build_snapshot
 
-from .kinds import KINDS, KUEUE_GROUP, Kind, kueue_version
+from .kinds import KUEUE_GROUP, Kind, kueue_version, served_kinds
 from . import retry
 from .errors import api_errors
 
@@ -26,7 +26,7 @@ def to_document(api: client.ApiClient, kind: Kind, version: str, item: Any) -> D
     """One listed object as a document: typed core objects become plain dicts."""
     body = item if isinstance(item, dict) else api.sanitize_for_serialization(item)
     body = clean(dict(body))
-    body["apiVersion"] = f"{KUEUE_GROUP}/{version}" if kind.custom else kind.api_version
+    body["apiVersion"] = kind.document_api_version(version)
     body["kind"] = kind.kind
     meta = body.get("metadata", {})
     name = f"{meta.get('namespace')}/{meta.get('name')}" if kind.namespaced else meta.get("name")
@@ -38,9 +38,7 @@ def snapshot_documents(api: client.ApiClient) -> tuple[list[Document], list[str]
     version = kueue_version(api)
     notices = [] if version else [f"{KUEUE_GROUP} is not installed: no queues, flavors or Workloads were read"]
     documents: list[Document] = []
-    for kind in KINDS:
-        if kind.custom and version is None:
-            continue
+    for kind in served_kinds(api, version):
         call, args = kind.list_call(api, version or "")
         with api_errors(api, f"listing {kind.plural}"):
             listed = retry.call(lambda: call(**args))

@@ -1,0 +1,134 @@
+"""Writing what a cycle decided about coscheduling PodGroups (engine/podgroups.py computes it).
+
+After a cycle: each PodGroup's ``status`` (phase, running, succeeded, failed,
+``scheduleStartTime``, ``occupiedBy``) is written when it differs from the recorded one; a
+group past its schedule timeout is released (its live pods deleted, its requeue count and
+back-off recorded in the annotations ``clueue.dev/requeues`` and ``clueue.dev/backoff-until``);
+a group whose back-off is over loses the back-off annotation, which lets its gang be admitted
+again. Every write is fenced by the decider lease and retried from a fresh read on a conflict.
+A cluster without the PodGroup CRD has no PodGroups in its snapshot: nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from kubernetes import client
+
+from clueue.engine import Plan, Snapshot
+from clueue.engine.podgroups import PodGroupDecisions, podgroup_statuses
+from clueue.engine.snapshot import BACKOFF_ANNOTATION, REQUEUES_ANNOTATION
+
+from .apply import MANAGER
+from .errors import ClusterUnavailable, api_errors, recorded
+from .kinds import POD_GROUP_VERSION, SCHEDULING_GROUP
+from .lease import LeaseLost
+from .queue_status import _Writer
+from .retry import missing_is_none, update_with_retry
+
+__all__ = ["write_podgroup_status", "apply_podgroup_decisions"]
+
+_PLURAL = "podgroups"
+_STATUS_FIELDS = ("phase", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy")
+
+
+def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, now: float | None = None,
+                          fence: Callable[[], None] | None = None, dry_run: bool = False,
+                          errors: list[str] | None = None) -> list[str]:
+    """Decide (:func:`~clueue.engine.podgroups.podgroup_statuses` at ``now``, default the
+    clock) and write what ``plan`` leaves of the PodGroups of ``snapshot``; returns the writes
+    done (``status PodGroup NS/NAME``, ``release PodGroup NS/NAME``, ``delete Pod NS/NAME``,
+    ``backoff-over PodGroup NS/NAME``). ``errors`` as in :func:`~.queue_status.write_queue_status`.
+
+    Raises:
+        ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
+        LeaseLost: ``fence`` found the decider lease lost (without ``errors``).
+    """
+    if not snapshot.pod_groups:
+        return []
+    decisions = podgroup_statuses(snapshot, plan, int(time.time() if now is None else now))
+    return apply_podgroup_decisions(api, decisions, fence=fence, dry_run=dry_run, errors=errors)
+
+
+def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *,
+                             fence: Callable[[], None] | None = None, dry_run: bool = False,
+                             errors: list[str] | None = None) -> list[str]:
+    """Write ``decisions`` (see :func:`write_podgroup_status`): releases first, then statuses."""
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    dry = {"dry_run": "All"} if dry_run else {}
+    writer = _GroupWriter(api, fence or (lambda: None), errors)
+
+    def read(ns: str, name: str) -> Callable[[], Any]:
+        return lambda: custom.get_namespaced_custom_object(SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name)
+
+    def annotate(ns: str, name: str, values: dict[str, str | None]) -> Callable[[dict[str, Any]], Any]:
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            meta = dict(obj.get("metadata") or {})
+            old = dict(meta.get("annotations") or {})
+            new = {k: v for k, v in {**old, **values}.items() if v is not None}
+            return None if new == old else {**obj, "metadata": {**meta, "annotations": new}}
+        return change
+
+    try:
+        for r in decisions.releases:
+            label = f"PodGroup {r.namespace}/{r.name}"
+            # the back-off first: should the deletes fail half-way, the group is still held
+            writer.update(f"release {label}", read(r.namespace, r.name),
+                          annotate(r.namespace, r.name, {REQUEUES_ANNOTATION: str(r.requeues),
+                                                         BACKOFF_ANNOTATION: str(r.backoff_until)}),
+                          lambda obj, r=r: custom.replace_namespaced_custom_object(
+                              SCHEDULING_GROUP, POD_GROUP_VERSION, r.namespace, _PLURAL, r.name, obj,
+                              field_manager=MANAGER, **dry))
+            for pod in r.pods:
+                writer.delete(f"Pod {pod.namespace}/{pod.name}", lambda p=pod: core.delete_namespaced_pod(
+                    p.name, p.namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=p.uid)),
+                    **dry))
+        for key in decisions.backoff_over:
+            ns, name = key.split("/", 1)
+            writer.update(f"backoff-over PodGroup {key}", read(ns, name), annotate(ns, name, {BACKOFF_ANNOTATION: None}),
+                          lambda obj, ns=ns, name=name: custom.replace_namespaced_custom_object(
+                              SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name, obj, field_manager=MANAGER, **dry))
+        for key, status in decisions.statuses.items():
+            wanted = status.to_dict()
+
+            def change(obj: dict[str, Any], wanted: dict[str, Any] = wanted) -> dict[str, Any] | None:
+                old = dict(obj.get("status") or {})
+                new = {**{k: v for k, v in old.items() if k not in _STATUS_FIELDS}, **wanted}
+                return None if new == old else {**obj, "status": new}
+
+            writer.update(f"status PodGroup {key}", read(status.namespace, status.name), change,
+                          lambda obj, s=status: custom.replace_namespaced_custom_object_status(
+                              SCHEDULING_GROUP, POD_GROUP_VERSION, s.namespace, _PLURAL, s.name, obj,
+                              field_manager=MANAGER, **dry))
+    except (ClusterUnavailable, LeaseLost) as e:
+        if errors is None:
+            raise
+        errors.append(str(e))
+    return writer.writes
+
+
+class _GroupWriter(_Writer):
+    """queue_status's writer (fenced, errors recorded or raised), for any change and deletes."""
+
+    def _guarded(self, doing: str, attempt: Callable[[], None]) -> None:
+        if self.errors is None:
+            with api_errors(self.api, doing):
+                attempt()
+        else:
+            with recorded(self.errors, self.api, doing):
+                attempt()
+
+    def update(self, label: str, read: Callable[[], Any], change: Callable[[Any], Any],
+               replace: Callable[[Any], Any]) -> None:
+        def attempt() -> None:
+            if update_with_retry(lambda: missing_is_none(read), change, lambda obj: self._fenced(lambda: replace(obj))):
+                self.writes.append(label)
+        self._guarded(f"writing {label}", attempt)
+
+    def delete(self, label: str, delete: Callable[[], Any]) -> None:
+        def attempt() -> None:
+            if missing_is_none(lambda: self._fenced(delete)) is not None:
+                self.writes.append(f"delete {label}")
+        self._guarded(f"deleting {label}", attempt)

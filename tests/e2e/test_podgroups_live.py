@@ -1,0 +1,119 @@
+"""Coscheduling PodGroups against a real API server: InQueue before pods exist, the gang
+admitted together once its pods are created (gated, as the webhook creates them), the phase
+written to the PodGroup's status, and a timed-out group released.
+
+Runs on the shared control plane: its cycles read only this test's namespace (Nodes left out,
+so that other tests' Nodes do not decide InQueue: quota alone does), so they write nothing of
+other tests' but the status of their queues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+
+from kubernetes import client
+
+from clueue.adapters.kube import read_cluster
+from clueue.adapters.kube.decide import decide_and_apply
+from clueue.adapters.kube.kinds import served_kinds
+from clueue.engine import load_policy
+from clueue.engine.podgroups import POD_GROUP_LABEL
+from tests.e2e.test_adapter import create, gated_pod, queue_setup
+from tests.e2e.test_queue_status import _ensure_namespace
+from tests.testenv.control_plane import ControlPlane
+
+GROUP, VERSION, PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
+
+
+def _reader(api: client.ApiClient, ns: str):
+    def read():
+        s = read_cluster(api)
+        return dataclasses.replace(s, nodes={}, pods={k: v for k, v in s.pods.items() if k.startswith(f"{ns}/")},
+                                   workloads={k: v for k, v in s.workloads.items() if k.startswith(f"{ns}/")},
+                                   pod_groups={k: v for k, v in s.pod_groups.items() if k.startswith(f"{ns}/")})
+    return read
+
+
+def _podgroup(api: client.ApiClient, ns: str, name: str, **spec) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+            "spec": spec}
+    client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+
+
+def _get(api: client.ApiClient, ns: str, name: str) -> dict:
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+
+
+def _member(ns: str, name: str, group: str) -> dict:
+    body = gated_pod(ns, name, cpu="1")
+    body["metadata"]["labels"][POD_GROUP_LABEL] = group
+    return body
+
+
+def test_podgroup_goes_in_queue_then_its_gang_is_admitted_and_its_phase_written(kube: ControlPlane) -> None:
+    t = uuid.uuid4().hex[:6]
+    with kube.api_client() as api:
+        assert any(k.kind == "PodGroup" for k in served_kinds(api, "v1beta1"))  # the CRD is served here
+        _ensure_namespace(api, "clueue-system")  # where apply takes its Lease
+        ns = queue_setup(api, t, nominal=4)
+        # FCFS by creation (then name, within a second): mpi first, then later, which fits alone but not beside it
+        _podgroup(api, ns, "mpi", minMember=3, minResources={"cpu": "3"})
+        _podgroup(api, ns, "zlater", minMember=2, minResources={"cpu": "3"})
+        core = client.CoreV1Api(api)
+        read = _reader(api, ns)
+
+        applied = decide_and_apply(api, load_policy(), read=read).applied
+        assert not applied.errors, applied.errors
+        assert _get(api, ns, "mpi")["status"]["phase"] == "InQueue"
+        assert _get(api, ns, "zlater")["status"]["phase"] == "Pending"  # mpi's 3 cpu are reserved
+        again = decide_and_apply(api, load_policy(), read=read).applied
+        assert not [w for w in again.writes if "PodGroup" in w]  # nothing changed: nothing written
+
+        for i in range(2):
+            core.create_namespaced_pod(ns, _member(ns, f"mpi-{i}", "mpi"))
+        decide_and_apply(api, load_policy(), read=read)
+        assert all(core.read_namespaced_pod(f"mpi-{i}", ns).spec.scheduling_gates for i in range(2))  # 2 of 3
+        assert _get(api, ns, "mpi")["status"]["phase"] == "InQueue"
+
+        core.create_namespaced_pod(ns, _member(ns, "mpi-2", "mpi"))
+        applied = decide_and_apply(api, load_policy(), read=read).applied
+        assert not applied.errors, applied.errors
+        assert not any(core.read_namespaced_pod(f"mpi-{i}", ns).spec.scheduling_gates for i in range(3))
+        status = _get(api, ns, "mpi")["status"]
+        assert (status["phase"], status["running"]) == ("Scheduling", 0) and status["scheduleStartTime"]
+
+        for i in range(3):  # the tests act as kubelet
+            pod = core.read_namespaced_pod(f"mpi-{i}", ns)
+            pod.status.phase = "Running"
+            core.replace_namespaced_pod_status(f"mpi-{i}", ns, pod)
+        decide_and_apply(api, load_policy(), read=read)
+        status = _get(api, ns, "mpi")["status"]
+        assert (status["phase"], status["running"]) == ("Running", 3)
+
+
+def test_a_timed_out_group_is_released_whole_and_held_for_a_back_off(kube: ControlPlane) -> None:
+    t = uuid.uuid4().hex[:6]
+    with kube.api_client() as api:
+        _ensure_namespace(api, "clueue-system")
+        ns = queue_setup(api, t, nominal=4)
+        _podgroup(api, ns, "slow", minMember=2, scheduleTimeoutSeconds=0)  # 0 s: released at the next cycle
+        core = client.CoreV1Api(api)
+        for i in range(2):
+            body = _member(ns, f"slow-{i}", "slow")
+            body["metadata"]["finalizers"] = []  # so that the delete completes without a kubelet
+            core.create_namespaced_pod(ns, body)
+        read = _reader(api, ns)
+        decide_and_apply(api, load_policy(), read=read)  # admitted: ungated, Scheduling starts now
+        assert _get(api, ns, "slow")["status"]["phase"] == "Scheduling"
+        applied = decide_and_apply(api, load_policy(), read=read).applied
+        assert not applied.errors, applied.errors
+        assert f"release PodGroup {ns}/slow" in applied.writes
+        assert sorted(w for w in applied.writes if w.startswith("delete Pod")) == [
+            f"delete Pod {ns}/slow-0", f"delete Pod {ns}/slow-1"]
+        pg = _get(api, ns, "slow")
+        assert pg["metadata"]["annotations"]["clueue.dev/requeues"] == "1"
+        assert int(pg["metadata"]["annotations"]["clueue.dev/backoff-until"]) > time.time() + 30
+        assert pg["status"]["phase"] == "Pending"
