@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
 from .metrics import CycleTally, tally_cycle
 
@@ -99,15 +99,34 @@ def cycle_summary(result: Any, counted: CycleTally | None = None) -> tuple[str, 
     plan = result.plan
     if plan is not None:
         fields.update(rounds=plan.solver.rounds, candidates=plan.solver.candidates, snapshot=plan.snapshot_digest)
+    if c.admitted:
+        fields["admittedNames"] = list(_first(sorted(c.admitted)))
+    if c.evicted:
+        fields["evictedNames"] = list(_first(sorted(c.evicted)))
     if result.error:
         fields["error"] = result.error
     timing = " ".join(f"{k} {v:.3f}s" for k, v in phases.items())
     if plan is None:
         head = f"cycle {c.outcome}" + (f": {result.error}" if result.error else "")
         return f"{head}; {timing}", fields
-    message = (f"cycle {c.outcome}: {len(c.admitted)} admitted, {c.pending_total} pending, "
-               f"{c.inadmissible_total} inadmissible, {len(c.evicted)} evicted; "
+    message = (f"cycle {c.outcome}: {len(c.admitted)} admitted{_names(c.admitted)}, {c.pending_total} pending, "
+               f"{c.inadmissible_total} inadmissible, {len(c.evicted)} evicted{_names(c.evicted)}; "
                f"pods {c.ungated} ungated, {c.rejected} rejected; "
                f"{c.writes} writes, {c.errors} errors, {c.retries} retries"
                f"{', apply stopped' if c.stopped else ''}; {timing}")
     return message, fields
+
+
+#: How many workload names a summary line spells out ("+N more" for the rest).
+NAMES_SHOWN = 3
+
+
+def _first(names: list[str]) -> list[str]:
+    """The first :data:`NAMES_SHOWN` names, then "+N more" if there are others."""
+    shown = names[:NAMES_SHOWN]
+    return shown + ([f"+{len(names) - NAMES_SHOWN} more"] if len(names) > NAMES_SHOWN else [])
+
+
+def _names(workloads: Mapping[str, Any]) -> str:
+    """`` (a, b, +3 more)`` for the summary line; empty when there are none."""
+    return f" ({', '.join(_first(sorted(workloads)))})" if workloads else ""

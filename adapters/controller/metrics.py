@@ -22,10 +22,13 @@ from collections import Counter as Tally
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from clueue.adapters.kube.apply import _EVICTED_BY
 from clueue.engine.quantity import parse_quantity
+
+# No ``*_created`` series: they double the exposition and nobody charts them (Kueue has none).
+disable_created_metrics()
 
 __all__ = ["Metrics", "CycleTally", "tally_cycle", "outcome_of", "OUTCOMES"]
 

@@ -65,13 +65,21 @@ def test_summary_of_a_cycle() -> None:
     result = cycle(queues(cpu=2), group("g", 2), pod("late", minute=5), pod("huge", cpu="10"),
                    writes=["create Workload default/g", "status Workload default/g", "ungate Pod default/g-0"])
     message, fields = cycle_summary(result)
-    assert message.startswith("cycle optimal: 1 admitted, 1 pending, 1 inadmissible, 0 evicted; "
+    assert message.startswith("cycle optimal: 1 admitted (default/g), 1 pending, 1 inadmissible, 0 evicted; "
                               "pods 1 ungated, 0 rejected; 3 writes, 0 errors, 0 retries; snapshot 0.010s")
     assert {k: fields[k] for k in ("outcome", "admitted", "pending", "inadmissible", "ungated", "writes")} == {
         "outcome": "optimal", "admitted": 1, "pending": 1, "inadmissible": 1, "ungated": 1, "writes": 3}
     assert fields["phases"] == {"snapshot": 0.01, "decide": 0.2, "apply": 0.05}
     assert fields["rounds"] == 1 and fields["snapshot"].startswith("sha256:")
+    assert fields["admittedNames"] == ["default/g"] and "evictedNames" not in fields
     json.dumps(fields)  # as the JSON log writes it
+
+
+def test_a_summary_names_the_first_few_workloads_and_counts_the_rest() -> None:
+    result = cycle(queues(cpu=10), *(pod(f"p{i}") for i in range(5)), writes=[])
+    message, fields = cycle_summary(result)
+    assert message.startswith("cycle optimal: 5 admitted (default/pod-p0, default/pod-p1, default/pod-p2, +2 more), ")
+    assert fields["admittedNames"] == ["default/pod-p0", "default/pod-p1", "default/pod-p2", "+2 more"]
 
 
 def test_summary_of_a_failed_cycle() -> None:
