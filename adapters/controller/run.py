@@ -19,7 +19,7 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlparse
@@ -96,9 +96,11 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
     policy = load_policy(options.policies)
     config = load_config(options.config_path, time_budget=options.time_budget)
     namespace = options.namespace or config.controller_namespace
+    # The engine and the webhook exclude the controller's namespace: the one it really runs in.
+    config = replace(config, controller_namespace=namespace)
     stop = stop or threading.Event()
     api = connect(options.kubeconfig, options.context, in_cluster=options.in_cluster)
-    _check_namespace(api, namespace)
+    _ensure_namespace(api, namespace)
     identity = make_identity()
     metrics = Metrics()
     cache = ClusterCache(api).start()
@@ -187,22 +189,37 @@ def _bind(address: str, option: str) -> tuple[str, int]:
         raise AdapterError(f"{option}: {e}") from None
 
 
-def _check_namespace(api: Any, namespace: str) -> None:
-    """The leases' namespace must exist: one clear message now rather than one per cycle."""
+def _ensure_namespace(api: Any, namespace: str) -> None:
+    """The leases' namespace must exist: created when missing (so that ``--kubeconfig`` alone
+    runs against any cluster), else one clear message now rather than one per cycle."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
+
+    from ..kube.retry import call
+    core = client.CoreV1Api(api)
     try:
         with api_errors(api, f"reading namespace {namespace}"):
-            client.CoreV1Api(api).read_namespace(namespace)
+            core.read_namespace(namespace)
+        return
     except AdapterError as e:
         cause = e.__cause__
-        if isinstance(cause, ApiException) and cause.status == 404:
-            raise AdapterError(f"namespace {namespace} does not exist: the controller keeps its leases there; "
-                               f"create it (kubectl create namespace {namespace}, or kubectl apply -k deploy/) "
-                               "or name another with --namespace") from None
         if isinstance(cause, ApiException) and cause.status == 403:
             return  # may not read namespaces one by one: taking the lease will say what is missing
-        raise
+        if not (isinstance(cause, ApiException) and cause.status == 404):
+            raise
+    try:
+        call(lambda: core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+            name=namespace, labels={"app.kubernetes.io/name": "clueue"}))))
+        log.info("created namespace %s: the controller keeps its leases there", namespace)
+    except ApiException as e:
+        if e.status == 409:
+            return  # created meanwhile (another replica)
+        if e.status == 403:
+            raise AdapterError(f"namespace {namespace} does not exist and the controller may not create it "
+                               "(it keeps its leases there): grant create on namespaces, create it "
+                               f"(kubectl create namespace {namespace}, or kubectl apply -k deploy/) "
+                               "or name another with --namespace") from None
+        raise AdapterError(f"creating namespace {namespace}: HTTP {e.status} {e.reason}") from e
 
 
 def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespace: str, cache: ClusterCache,
@@ -215,20 +232,24 @@ def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespa
     rotate: Callable[[], Any] | None = None
     ca_bundle = b""
     url_host = urlparse(options.webhook_url).hostname if options.webhook_url else None
+    from ..webhook.configuration import register_configurations, update_configurations, webhook_configurations
     if options.cert_dir:
         cert_file, key_file = cert_files(Path(options.cert_dir))
         ca = Path(options.cert_dir) / "ca.crt"
         ca_bundle = ca.read_bytes() if ca.is_file() else b""
     else:
         directory = Path(tempfile.mkdtemp(prefix="clueue-webhook-"))
+        # Its caBundle patches set the selectors from the Configuration too (at start and on
+        # renewal); with --webhook-url the configurations are registered below instead.
         manager = CertManager(api, namespace, options.webhook_service, directory=directory,
-                              extra_sans=(url_host,) if url_host else ())
-        cert_file, key_file = manager.ensure()
+                              extra_sans=(url_host,) if url_host else (), config=config)
+        cert_file, key_file = manager.ensure(patch=not options.webhook_url)
         ca_bundle, rotate = manager.ca_bundle, manager.rotate_if_due
     if options.webhook_url:
-        from ..webhook.configuration import register_configurations, webhook_configurations
         register_configurations(api, webhook_configurations(namespace, url=options.webhook_url, ca_bundle=ca_bundle,
                                                             config=config))
+    elif options.cert_dir:  # the deploy manifests' configurations: their selectors must be the Configuration's
+        update_configurations(api, ca_bundle=ca_bundle or None, config=config)
 
     read_labels = namespace_label_reader(api)
 

@@ -14,10 +14,9 @@ import base64
 import ipaddress
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -27,10 +26,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clueue.adapters.kube.errors import describe, server_of
-from clueue.adapters.kube.retry import call, missing_is_none, update_with_retry
+from clueue.adapters.kube.retry import call, missing_is_none
 from clueue.engine import AdapterError
+from clueue.engine.config import Config
 
-from .configuration import MUTATING_NAME, VALIDATING_NAME
+from .configuration import MUTATING_NAME, VALIDATING_NAME, update_configurations
 
 __all__ = ["CertManager", "cert_files", "CERT_FILE", "KEY_FILE", "CA_VALIDITY", "SERVING_VALIDITY"]
 
@@ -157,12 +157,15 @@ class CertManager:
         directory: where ``tls.crt`` and ``tls.key`` are written for the server.
         extra_sans: more DNS names or IP addresses for the certificate (e.g. ``127.0.0.1`` when
             the webhook is reached on loopback).
+        config: when given, the webhook configurations' namespace and object selectors are
+            set from it along with the caBundle (they must queue the Pods the engine queues).
     """
 
     def __init__(self, api: client.ApiClient, namespace: str, service: str, secret: str = "clueue-webhook-tls",
                  webhooks: Sequence[str] = (MUTATING_NAME, VALIDATING_NAME), *, directory: Path,
-                 extra_sans: Sequence[str] = ()) -> None:
+                 extra_sans: Sequence[str] = (), config: Config | None = None) -> None:
         self.api, self.namespace, self.service, self.secret = api, namespace, service, secret
+        self.config = config
         self.webhooks = tuple(webhooks)
         self.directory = Path(directory)
         self.names = (f"{service}.{namespace}.svc", service, f"{service}.{namespace}",
@@ -181,9 +184,10 @@ class CertManager:
         return self.directory / KEY_FILE
 
     # -- public -----------------------------------------------------------------------------
-    def ensure(self) -> tuple[Path, Path]:
+    def ensure(self, *, patch: bool = True) -> tuple[Path, Path]:
         """Load the certificates from the Secret, or create them (and the Secret); write them to
-        the directory and patch the caBundle of the webhook configurations.
+        the directory and (``patch``) patch the caBundle of the webhook configurations; without
+        ``patch`` the caller registers them with :attr:`ca_bundle` itself.
 
         Returns:
             the paths of ``tls.crt`` and ``tls.key``.
@@ -196,7 +200,7 @@ class CertManager:
             data = self._create(self._generate(None))
         elif not self._usable(data, timedelta(0)):
             data = self._replace(data, self._generate(data))
-        self._use(data)
+        self._use(data, patch=patch)
         return self.cert_file, self.key_file
 
     def rotate_if_due(self, before: timedelta = timedelta(days=30)) -> bool:
@@ -304,44 +308,16 @@ class CertManager:
         return {"tls.crt": _cert_pem(cert), "tls.key": _key_pem(key), "ca.crt": bundle, "ca.key": _key_pem(ca_key)}
 
     # -- files and caBundle -----------------------------------------------------------------
-    def _use(self, data: dict[str, bytes]) -> bool:
+    def _use(self, data: dict[str, bytes], *, patch: bool = True) -> bool:
         self.directory.mkdir(parents=True, exist_ok=True)
         # The key first: until the certificate follows, the pair does not match and the server
         # keeps serving the old one.
         changed = _write(self.key_file, data["tls.key"], 0o600)
         changed = _write(self.cert_file, data["tls.crt"], 0o644) or changed
         self.ca_bundle = data["ca.crt"]
-        self._patch_ca_bundles(self.ca_bundle)
+        if patch:
+            self._patch_ca_bundles(self.ca_bundle)
         return changed
 
     def _patch_ca_bundles(self, bundle: bytes) -> None:
-        encoded = base64.b64encode(bundle).decode()
-        a = self._admission
-        kinds: list[tuple[str, Callable[[str], Any], Callable[[str, Any], Any]]] = [
-            ("MutatingWebhookConfiguration", a.read_mutating_webhook_configuration,
-             a.replace_mutating_webhook_configuration),
-            ("ValidatingWebhookConfiguration", a.read_validating_webhook_configuration,
-             a.replace_validating_webhook_configuration)]
-        for name in self.webhooks:
-            found = False
-            for kind, read, replace in kinds:
-                def change(obj: Any) -> Any:
-                    stale = [w for w in obj.webhooks or [] if w.client_config.ca_bundle != encoded]
-                    for w in stale:
-                        w.client_config.ca_bundle = encoded
-                    return obj if stale else None
-
-                try:
-                    if missing_is_none(lambda: read(name)) is None:
-                        continue
-                    found = True
-                    if update_with_retry(lambda: missing_is_none(lambda: read(name)), change,
-                                         lambda obj: replace(name, obj)):
-                        log.info("patched the caBundle of %s %s", kind, name)
-                except ApiException as e:
-                    raise AdapterError(
-                        f"{kind} {name}: cannot patch its caBundle: HTTP {e.status} {e.reason}; the controller's "
-                        f"ServiceAccount needs get and update on {kind.lower()}s named {name}") from e
-            if not found:
-                log.warning("no webhook configuration named %s to patch the caBundle of: apply deploy/ (or register "
-                            "it) so the apiserver calls the webhook", name)
+        update_configurations(self.api, ca_bundle=bundle, config=self.config, names=self.webhooks)

@@ -15,13 +15,14 @@ them with :func:`webhook_configurations`). Decisions they encode (docs/webhook.m
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clueue.adapters.kube.retry import call
+from clueue.adapters.kube.retry import call, missing_is_none, update_with_retry
 from clueue.engine import AdapterError
 from clueue.engine.config import Config
 from clueue.engine.objects import LabelSelector, Requirement
@@ -30,7 +31,9 @@ from clueue.engine.workloads import QUEUE_LABEL
 from .mutate import MANAGED_LABEL
 
 __all__ = ["MUTATING_NAME", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH", "webhook_configurations",
-           "selector_body", "register_configurations"]
+           "selector_body", "register_configurations", "update_configurations"]
+
+log = logging.getLogger(__name__)
 
 MUTATING_NAME = "clueue-pod-mutating"
 VALIDATING_NAME = "clueue-pod-validating"
@@ -142,3 +145,63 @@ def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, An
             raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; the controller "
                                "needs get, create and update on admissionregistration.k8s.io "
                                f"{kind.lower()}s") from e
+
+
+def _selectors(config: Config) -> dict[str, dict[str, Any]]:
+    """Per configuration name, the namespaceSelector and objectSelector its webhook must have."""
+    return {body["metadata"]["name"]: {k: body["webhooks"][0][k] for k in ("namespaceSelector", "objectSelector")}
+            for body in webhook_configurations("-", url="https://-", config=config)}
+
+
+def update_configurations(api: client.ApiClient, *, ca_bundle: bytes | None = None, config: Config | None = None,
+                          names: Sequence[str] = (MUTATING_NAME, VALIDATING_NAME), warn_missing: bool = True) -> None:
+    """Bring the existing webhook configurations ``names`` in line with this controller: their
+    ``caBundle`` (when ``ca_bundle`` is given) and their namespace and object selectors (when
+    ``config`` is given: the webhooks must queue exactly the Pods the engine queues). Only
+    these fields change; a configuration that does not exist is logged (``warn_missing``) and
+    skipped.
+
+    Raises:
+        AdapterError: the API refused (e.g. no get or update permission on the name).
+    """
+    admission = client.AdmissionregistrationV1Api(api)
+    encoded = base64.b64encode(ca_bundle).decode() if ca_bundle else None
+    selectors = _selectors(config) if config is not None else {}
+    for name in names:
+        found = False
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            mutating = kind == "MutatingWebhookConfiguration"
+            read_model = admission.read_mutating_webhook_configuration if mutating else \
+                admission.read_validating_webhook_configuration
+            replace = admission.replace_mutating_webhook_configuration if mutating else \
+                admission.replace_validating_webhook_configuration
+
+            def read() -> dict[str, Any] | None:
+                obj = missing_is_none(lambda: read_model(name))  # noqa: B023 - called within this iteration
+                return api.sanitize_for_serialization(obj) if obj is not None else None
+
+            def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+                changed = False
+                for w in obj.get("webhooks") or []:
+                    if encoded is not None and w.get("clientConfig", {}).get("caBundle") != encoded:
+                        w.setdefault("clientConfig", {})["caBundle"] = encoded
+                        changed = True
+                    for field, wanted in selectors.get(name, {}).items():  # noqa: B023
+                        if (w.get(field) or {}) != wanted:
+                            w[field] = wanted
+                            changed = True
+                return obj if changed else None
+
+            try:
+                if read() is None:
+                    continue
+                found = True
+                if update_with_retry(read, change, lambda obj: replace(name, obj)):  # noqa: B023
+                    log.info("updated %s %s (%s)", kind, name, ", ".join(
+                        (["caBundle"] if encoded else []) + (["selectors"] if selectors else [])))
+            except ApiException as e:
+                raise AdapterError(f"{kind} {name}: cannot update it: HTTP {e.status} {e.reason}; the controller's "
+                                   f"ServiceAccount needs get and update on {kind.lower()}s named {name}") from e
+        if not found and warn_missing:
+            log.warning("no webhook configuration named %s to update: apply deploy/ (or register it) so the "
+                        "apiserver calls the webhook", name)

@@ -126,3 +126,37 @@ def metrics_port(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
         match = re.search(r"serving /metrics.* on [\d.]+:(\d+)", controller_log(proc))
         return int(match.group(1)) if match else 0
     return wait_until(found, timeout, "the controller to serve /metrics", proc=proc)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a webhook server the test registers by URL)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def metric(port: int, name: str, **labels: str) -> float | None:
+    """The value of sample ``name`` with (at least) ``labels`` on the controller's /metrics, or
+    None when there is no such sample (summed over the samples the labels leave open)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    values = [s.value for family in text_string_to_metric_families(text) for s in family.samples
+              if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    return sum(values) if values else None
+
+
+def unregister_webhooks(api: client.ApiClient) -> None:
+    """Delete clueue's two webhook configurations: with failurePolicy Fail and no server left
+    they would refuse the queued Pods of the tests after."""
+    admission = client.AdmissionregistrationV1Api(api)
+    for delete, name in ((admission.delete_mutating_webhook_configuration, "clueue-pod-mutating"),
+                         (admission.delete_validating_webhook_configuration, "clueue-pod-validating")):
+        try:
+            delete(name)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import filecmp
 import shutil
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
 from tests.e2e.controller_harness import (
-    controller_log, lease_holder, metrics_port, start_controller, stop_controller, wait_until,
+    controller_log, free_port, lease_holder, metrics_port, start_controller, stop_controller, wait_until,
 )
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
 from tests.e2e.test_controller import waiting_recorded
@@ -312,6 +311,8 @@ NEEDED: list[Access] = [
     *_everywhere("get list watch", "scheduling.k8s.io", "priorityclasses"),
     *_everywhere("get list watch", "kueue.x-k8s.io",
                  "resourceflavors clusterqueues cohorts localqueues workloadpriorityclasses"),
+    *_everywhere("get list watch", "scheduling.x-k8s.io", "podgroups"),
+    *_everywhere("get update", "scheduling.x-k8s.io", "podgroups/status"),
     *_everywhere("get list watch update delete", "", "pods"),
     *_everywhere("get list watch create update delete", "kueue.x-k8s.io", "workloads"),
     *_everywhere("get update", "kueue.x-k8s.io", "workloads/status clusterqueues/status localqueues/status"),
@@ -430,13 +431,26 @@ def test_the_deployment_args_are_the_controller_cli(manifests: list[dict[str, An
     assert command == "controller"
     with main.commands["controller"].make_context("controller", args) as context:
         assert context.params["namespace"] == NAMESPACE and context.params["in_cluster"]
+        config_path = context.params["config_path"]
     assert {env["name"] for env in container["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
+    # --config names the file of the ConfigMap clueue-config, mounted read-only.
+    template = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]
+    (mount,) = [m for m in container["volumeMounts"] if config_path.startswith(m["mountPath"] + "/")]
+    assert mount.get("readOnly") is True
+    (volume,) = [v for v in template["volumes"] if v["name"] == mount["name"]]
+    (configmap,) = [c for c in by_kind(manifests, "ConfigMap") if c["metadata"]["name"] == volume["configMap"]["name"]]
+    assert configmap["metadata"]["name"] == "clueue-config" and configmap["metadata"]["namespace"] == NAMESPACE
+    assert config_path == f"{mount['mountPath']}/config.yaml" and "config.yaml" in configmap["data"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def test_the_configmap_holds_the_default_configuration(manifests: list[dict[str, Any]], tmp_path: Path) -> None:
+    """The Configuration shipped in deploy/ is clueue's default one, spelled out."""
+    from clueue.adapters.files import load_config
+    from clueue.engine import Config
+
+    (configmap,) = by_kind(manifests, "ConfigMap")
+    (tmp_path / "config.yaml").write_text(configmap["data"]["config.yaml"])
+    assert load_config(str(tmp_path / "config.yaml")) == Config()
 
 
 def _registered(api: client.ApiClient, url: str) -> bool:
@@ -462,13 +476,54 @@ def _create_when_the_webhook_answers(api: client.ApiClient, body: dict[str, Any]
     wait_until(created, 60, f"the webhook to admit Pod {body['metadata']['name']}", interval=0.5, proc=proc)
 
 
+def _selectors(api: client.ApiClient) -> list[tuple[Any, Any]]:
+    """(namespaceSelector, objectSelector) of each webhook of the two configurations."""
+    admission = client.AdmissionregistrationV1Api(api)
+    configurations = [admission.read_mutating_webhook_configuration(MUTATING),
+                      admission.read_validating_webhook_configuration(VALIDATING)]
+    return [(api.sanitize_for_serialization(w.namespace_selector), api.sanitize_for_serialization(w.object_selector))
+            for c in configurations for w in c.webhooks]
+
+
+def test_the_webhooks_selectors_follow_the_controllers_configuration(
+        plane: ControlPlane, applied: Any, controller_kubeconfig: Path, tmp_path: Path) -> None:
+    """In the cluster (no --webhook-url) the controller, as the ServiceAccount, sets the
+    namespaceSelector and objectSelector of deploy/'s two webhook configurations from its
+    Configuration at start, along with their caBundle: Pods the engine queues are gated."""
+    from clueue.adapters.webhook.configuration import update_configurations
+    from clueue.engine import Config
+
+    (tmp_path / "config.yaml").write_text(
+        "apiVersion: clueue.dev/v1\nkind: Configuration\npodIntegration:\n"
+        "  namespaceSelector: {matchLabels: {clueue.dev/queued: \"true\"}}\n"
+        "  podSelector: {matchLabels: {team: a}}\n")
+    wanted_namespaces = {"matchLabels": {"clueue.dev/queued": "true"}}
+    with plane.api_client() as admin:
+        assert all(ns != wanted_namespaces for ns, _ in _selectors(admin))
+        proc = start_controller(plane, "--namespace", NAMESPACE, "--webhook", "--config", str(tmp_path / "config.yaml"),
+                                "--webhook-bind-address", f"127.0.0.1:{free_port()}", kubeconfig=controller_kubeconfig)
+        try:
+            wait_until(lambda: all(ns == wanted_namespaces for ns, _ in _selectors(admin)), 60,
+                       "the webhooks' namespaceSelector to follow the Configuration", proc=proc)
+            (mutating, validating) = _selectors(admin)
+            assert mutating[1] == {"matchLabels": {"team": "a"}, "matchExpressions": [
+                {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]}
+            assert validating[1] == {"matchExpressions": [{"key": "kueue.x-k8s.io/managed", "operator": "Exists"}]}
+        finally:
+            code = stop_controller(proc)
+            update_configurations(admin, config=Config())  # deploy/'s selectors again, for the tests after
+    log = controller_log(proc)
+    assert code == 0, log[-4000:]
+    assert "forbidden" not in log.lower() and "no webhook configuration" not in log, log[-4000:]
+
+
 def test_the_controller_does_its_job_with_the_service_account_token_alone(
         plane: ControlPlane, applied: Any, controller_kubeconfig: Path) -> None:
     """`clueue controller` with leader election and its webhook, as the ServiceAccount: it
     creates its certificate Secret, writes its CA and (out of the cluster) its address into the
     two webhook configurations, takes both leases, gates new Pods, admits one, ungates it, records
     why the other waits, writes queue status and Events; and nothing it asked was forbidden."""
-    port = _free_port()
+    port = free_port()
     url = f"https://127.0.0.1:{port}"
     with plane.api_client() as admin:
         t = tag()
