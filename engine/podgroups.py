@@ -16,7 +16,8 @@ snapshot, the cycle's plan and the time (the engine has no clock: the adapter pa
   reserved for it (counted as used by every later group) until its gang is admitted.
 * the groups to release: placed for longer than ``scheduleTimeoutSeconds`` without
   ``minMember`` pods running. Scheduling gates cannot be added back, so releasing deletes
-  the group's live pods (as Kueue's waitForPodsReady evicts plain pods) and holds the group
+  the group's live pods and its gang's Workload (as Kueue's waitForPodsReady evicts plain
+  pods and gives back their quota) and holds the group
   for a back-off (60 s doubling per release, at most an hour), kept in annotations.
 * the groups whose back-off is over (their back-off annotation is removed).
 
@@ -186,8 +187,10 @@ class PodGroupStatus:
 
 @dataclass(frozen=True)
 class PodGroupRelease:
-    """A group released after its schedule timeout: its live ``pods`` are deleted, and it is
-    held until ``backoff_until`` (recorded with ``requeues`` in its annotations)."""
+    """A group released after its schedule timeout: its live ``pods`` are deleted, and so is
+    the Workload its gang was admitted under (``workload``, "" if none: deleting it gives back
+    its quota, as Kueue's eviction does), and it is held until ``backoff_until`` (recorded with
+    ``requeues`` in its annotations)."""
 
     namespace: str
     name: str
@@ -195,6 +198,7 @@ class PodGroupRelease:
     requeues: int
     backoff_until: int
     message: str
+    workload: str = ""
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,9 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capaci
             message = (f"released: {running} of minMember {group.min_member} pods running "
                        f"{now - start}s after scheduling started (scheduleTimeoutSeconds {group.schedule_timeout}); "
                        f"requeue {requeues}, held until {rfc3339(until)}")
-            releases.append(PodGroupRelease(group.namespace, group.name, live, requeues, until, message))
+            gang = workload_key(group.namespace, group.name)
+            releases.append(PodGroupRelease(group.namespace, group.name, live, requeues, until, message,
+                                            gang if gang in snapshot.workloads else ""))
             phase, why = "Pending", message
         elif phase == "Pending":
             if held:

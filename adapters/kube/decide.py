@@ -91,8 +91,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
-            applied.writes += write_podgroup_status(api, snapshot, plan, fence=lease.fence if lease else None,
-                                                    errors=applied.errors)  # PodGroups (podgroup_status.py)
+            applied.writes += write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,
+                                                    fence=lease.fence if lease else None)  # podgroup_status.py
     if memo is not None:
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]

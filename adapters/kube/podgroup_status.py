@@ -22,7 +22,7 @@ from clueue.engine.snapshot import BACKOFF_ANNOTATION, REQUEUES_ANNOTATION
 
 from .apply import MANAGER
 from .errors import ClusterUnavailable, api_errors, recorded
-from .kinds import POD_GROUP_VERSION, SCHEDULING_GROUP
+from .kinds import KUEUE_GROUP, POD_GROUP_VERSION, SCHEDULING_GROUP
 from .lease import LeaseLost
 from .queue_status import _Writer
 from .retry import missing_is_none, update_with_retry
@@ -33,13 +33,14 @@ _PLURAL = "podgroups"
 _STATUS_FIELDS = ("phase", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy")
 
 
-def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, now: float | None = None,
-                          fence: Callable[[], None] | None = None, dry_run: bool = False,
+def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, version: str = "v1beta1",
+                          now: float | None = None, fence: Callable[[], None] | None = None, dry_run: bool = False,
                           errors: list[str] | None = None) -> list[str]:
     """Decide (:func:`~clueue.engine.podgroups.podgroup_statuses` at ``now``, default the
     clock) and write what ``plan`` leaves of the PodGroups of ``snapshot``; returns the writes
     done (``status PodGroup NS/NAME``, ``release PodGroup NS/NAME``, ``delete Pod NS/NAME``,
-    ``backoff-over PodGroup NS/NAME``). ``errors`` as in :func:`~.queue_status.write_queue_status`.
+    ``delete Workload NS/NAME``, ``backoff-over PodGroup NS/NAME``); ``version`` is the served
+    kueue.x-k8s.io version. ``errors`` as in :func:`~.queue_status.write_queue_status`.
 
     Raises:
         ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
@@ -48,10 +49,10 @@ def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan,
     if not snapshot.pod_groups:
         return []
     decisions = podgroup_statuses(snapshot, plan, int(time.time() if now is None else now))
-    return apply_podgroup_decisions(api, decisions, fence=fence, dry_run=dry_run, errors=errors)
+    return apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors)
 
 
-def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *,
+def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *, version: str = "v1beta1",
                              fence: Callable[[], None] | None = None, dry_run: bool = False,
                              errors: list[str] | None = None) -> list[str]:
     """Write ``decisions`` (see :func:`write_podgroup_status`): releases first, then statuses."""
@@ -81,6 +82,10 @@ def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions
                           lambda obj, r=r: custom.replace_namespaced_custom_object(
                               SCHEDULING_GROUP, POD_GROUP_VERSION, r.namespace, _PLURAL, r.name, obj,
                               field_manager=MANAGER, **dry))
+            if r.workload:  # its quota back: the pods recreated queue anew (apply makes a new Workload)
+                ns, name = r.workload.split("/", 1)
+                writer.delete(f"Workload {r.workload}", lambda ns=ns, name=name: custom.delete_namespaced_custom_object(
+                    KUEUE_GROUP, version, ns, "workloads", name, **dry))
             for pod in r.pods:
                 writer.delete(f"Pod {pod.namespace}/{pod.name}", lambda p=pod: core.delete_namespaced_pod(
                     p.name, p.namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=p.uid)),

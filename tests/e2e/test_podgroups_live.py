@@ -111,6 +111,7 @@ def test_a_timed_out_group_is_released_whole_and_held_for_a_back_off(kube: Contr
         applied = decide_and_apply(api, load_policy(), read=read).applied
         assert not applied.errors, applied.errors
         assert f"release PodGroup {ns}/slow" in applied.writes
+        assert f"delete Workload {ns}/podgroup-slow" in applied.writes  # its quota given back
         assert sorted(w for w in applied.writes if w.startswith("delete Pod")) == [
             f"delete Pod {ns}/slow-0", f"delete Pod {ns}/slow-1"]
         pg = _get(api, ns, "slow")

@@ -9,7 +9,7 @@ from typing import Any
 
 from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
 from clueue.engine.podgroups import POD_GROUP_LABEL, backoff_seconds, podgroup_statuses
-from tests.builders import cluster_queue, flatten, flavor, local_queue, pod, states, ts
+from tests.builders import cluster_queue, flatten, flavor, local_queue, pod, states, ts, workload
 
 QUEUE = [flavor("default"), cluster_queue("cq", {"default": {"cpu": 4}}), local_queue("cq")]
 POLICY = load_policy()
@@ -149,9 +149,11 @@ def test_a_group_placed_but_not_running_after_its_timeout_is_released_with_back_
     pods = [member("t-0", "t", gated=False, phase="Running"), member("t-1", "t", gated=False)]
     _, early = cycle(QUEUE, pg, pods, now=0)
     assert early.releases == () and phase(early, "t") == "Scheduling"
-    _, late = cycle(QUEUE, pg, pods, now=2)
+    admitted = workload("podgroup-t", count=2, admitted_in=("cq", "default"))
+    _, late = cycle(QUEUE, pg, pods, admitted, now=2)
     [release] = late.releases
     assert sorted(p.name for p in release.pods) == ["t-0", "t-1"]
+    assert release.workload == "default/podgroup-t"  # deleted: its quota back, as Kueue's eviction gives it
     assert (release.requeues, release.backoff_until) == (1, at(2) + backoff_seconds(1))
     assert phase(late, "t") == "Pending" and "released" in late.statuses["default/t"].message
 
