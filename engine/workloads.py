@@ -418,7 +418,11 @@ class _Builder:
             return None
         w = replace(w, coscheduled=True)
         if pg is None and w.admission is None and not w.finished:
-            return replace(w, held=(make_reason("PodGroupNotFound", group=f"{ns}/{name}"),) + w.held)
+            bad = next((r for r in self.snap.rejected if r.kind == "PodGroup" and r.name == name
+                        and (r.namespace or "default") == ns), None)
+            reason = make_reason("PodGroupNotFound", group=f"{ns}/{name}") if bad is None else make_reason(
+                "InvalidObject", kind="PodGroup", name=f"{ns}/{name}", field=bad.field, error=bad.message)
+            return replace(w, held=(reason,) + w.held)
         if pg is not None and pg.backoff_until and w.admission is None and not w.finished:
             return replace(w, held=(make_reason("PodGroupBackoff", group=f"{ns}/{name}", requeues=pg.requeues,
                                                 until=rfc3339(pg.backoff_until)),) + w.held)

@@ -63,3 +63,15 @@ def test_a_lenient_snapshot_leaves_a_malformed_podgroup_out():
     snapshot = build_snapshot([podgroup({"minMember": "x"}), podgroup({"minMember": 2}, name="ok")], lenient=True)
     assert list(snapshot.pod_groups) == ["team/ok"]
     assert [(r.kind, r.name, r.field) for r in snapshot.rejected] == [("PodGroup", "mpi", "spec.minMember")]
+
+
+def test_the_pods_of_a_malformed_podgroup_wait_and_say_why():
+    from clueue.engine.workloads import build_workloads
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "p", "namespace": "team", "labels": {"scheduling.x-k8s.io/pod-group": "mpi",
+                                                      "kueue.x-k8s.io/queue-name": "main"}},
+        "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}], "containers": [{"name": "c"}]}}
+    snapshot = build_snapshot([podgroup({"minMember": "x"}), Document("pod.yaml#1", pod)], lenient=True)
+    [w] = build_workloads(snapshot).workloads
+    assert (w.key, [r.code for r in w.held]) == ("team/podgroup-mpi", ["InvalidObject"])
+    assert "spec.minMember" in w.held[0].message
