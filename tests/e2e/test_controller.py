@@ -147,11 +147,16 @@ def test_with_leader_election_only_the_leader_decides_and_a_killed_leader_is_rep
                 p.wait()
 
 
-def test_a_missing_namespace_is_one_clear_error(cluster):
-    proc = start_controller(cluster, "--namespace", "no-such-ns")
-    assert proc.wait(60) == 1
-    log = controller_log(proc)
-    assert "error: namespace no-such-ns does not exist" in log and "Traceback" not in log, log
+def test_a_missing_namespace_is_created(cluster, api):
+    """`clueue controller --kubeconfig PATH` alone runs against a cluster deploy/ was never applied to."""
+    ns = f"clueue-{tag()}"
+    proc = start_controller(cluster, *FAST, "--namespace", ns)
+    try:
+        wait_until(lambda: lease_holder(api, DECIDER_LEASE, ns), 60, f"the decider lease in {ns}", proc=proc)
+        assert client.CoreV1Api(api).read_namespace(ns).metadata.name == ns
+    finally:
+        assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
+    assert f"created namespace {ns}" in controller_log(proc)
 
 
 def test_a_higher_priority_workload_preempts_and_is_admitted_by_the_next_cycle(cluster, api):
