@@ -209,6 +209,9 @@ class PodGroupDecisions:
     releases: tuple[PodGroupRelease, ...] = ()
     backoff_over: tuple[str, ...] = ()  # groups whose back-off annotation is to be removed
     reserved: Mapping[str, Resources] = field(default_factory=dict)  # InQueue groups: what they hold
+    # the earliest later time at which a schedule timeout or a back-off ends (0: none): a
+    # controller that cycles only on changes should cycle then too
+    next_due: int = 0
 
 
 def _counts(pods: list[Pod]) -> tuple[int, int, int]:
@@ -260,6 +263,7 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capaci
     releases: list[PodGroupRelease] = []
     over: list[str] = []
     waiting: list[tuple[PodGroup, list[Pod], str]] = []
+    due: list[int] = []
     for key, group in snapshot.pod_groups.items():
         pods = members.get(key, [])
         queue = group_queue(group, pods)
@@ -272,6 +276,8 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capaci
             start = now  # it starts scheduling now
         running, succeeded, failed = _counts([p for p in pods if not p.deleting])
         held = group.backoff_until > now
+        if held:
+            due.append(group.backoff_until)
         if group.backoff_until and not held:
             over.append(key)
         # not in the cycle that starts its scheduling: its pods have not been released yet
@@ -287,6 +293,8 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capaci
             releases.append(PodGroupRelease(group.namespace, group.name, live, requeues, until, message,
                                             gang if gang in snapshot.workloads else ""))
             phase, why = "Pending", message
+        elif phase in ("Scheduling", "Unknown") and group.schedule_timeout is not None and start:
+            due.append(max(start + group.schedule_timeout, now + 1))  # a start of now is released next cycle
         elif phase == "Pending":
             if held:
                 why = f"backing off after release {group.requeues} until {rfc3339(group.backoff_until)}"
@@ -295,7 +303,7 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capaci
         statuses[key] = PodGroupStatus(group.namespace, group.name, phase, running, succeeded, failed,
                                        start if phase not in _WAITING else group.schedule_start, owner, why)
     reserved = _enqueue(waiting, snapshot, quotas, capacity, statuses)
-    return PodGroupDecisions(statuses, tuple(releases), tuple(over), reserved)
+    return PodGroupDecisions(statuses, tuple(releases), tuple(over), reserved, min(due, default=0))
 
 
 def _enqueue(waiting: list[tuple[PodGroup, list[Pod], str]], snapshot: Snapshot, quotas: Mapping[str, _Pool],

@@ -149,6 +149,7 @@ def test_a_group_placed_but_not_running_after_its_timeout_is_released_with_back_
     pods = [member("t-0", "t", gated=False, phase="Running"), member("t-1", "t", gated=False)]
     _, early = cycle(QUEUE, pg, pods, now=0)
     assert early.releases == () and phase(early, "t") == "Scheduling"
+    assert early.next_due == at(0) + 60  # when a controller should look again
     admitted = workload("podgroup-t", count=2, admitted_in=("cq", "default"))
     _, late = cycle(QUEUE, pg, pods, admitted, now=2)
     [release] = late.releases
@@ -163,6 +164,7 @@ def test_a_group_backing_off_is_held_until_the_back_off_is_over():
     plan, decisions = cycle(QUEUE, held, gang("t", 2), now=5)
     assert [r.code for r in plan.workload("default/podgroup-t").reasons] == ["PodGroupBackoff"]
     assert ungated(plan) == [] and decisions.backoff_over == () and phase(decisions, "t") == "Pending"
+    assert decisions.next_due == at(10)
     _, later = cycle(QUEUE, held, gang("t", 2), now=11)
     assert later.backoff_over == ("default/t",)  # the adapter removes the annotation: the next cycle admits
     assert backoff_seconds(1) == 60 and backoff_seconds(2) == 120 and backoff_seconds(30) == 3600
