@@ -5,16 +5,23 @@ a guarded cycle and prints what the cluster is once its plan is applied: each wo
 and, for a waiting one, its position in its LocalQueue and ClusterQueue (from 0, as Kueue's
 visibility API and kueuectl number them); each queue's counts and ``Active`` condition, as
 clueue writes them in the queues' status (engine/queues.py). Writes nothing.
+
+As kueuectl (and kubectl) do, workloads and LocalQueues of a live cluster are listed in the
+kubeconfig context's namespace (``default`` if it names none) unless ``-n`` or ``-A`` is given;
+snapshot files are listed whole.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import click
 
-from clueue.engine import Plan, Snapshot
+from clueue.engine import Document, Plan, Snapshot, build_snapshot
 from clueue.engine.plan import WorkloadEntry
 from clueue.engine.queues import QueueStatuses, queue_statuses
 
@@ -33,7 +40,8 @@ def list_group() -> None:
 # The group is defined before cli.py's helpers are imported: cli.py registers it at its end, and
 # when cli.py runs as a script (python -m) that import comes back here while this module is still
 # being loaded; the group already exists then, and gets its commands once cli.py is complete.
-from .cli import _cycle, _cycle_options, _guard, _scope_options, _snapshot  # noqa: E402
+from .cli import _api, _cluster, _cycle, _cycle_options, _guard, _scope_options  # noqa: E402
+from .files import read_documents  # noqa: E402
 
 #: kueuectl's --status values -> the plan's states they select. clueue admits without admission
 #: checks, so no workload only reserves quota: quotareserved selects none.
@@ -49,10 +57,70 @@ def _paths(fn: Any) -> Any:
 
 def _decide(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
             policies: tuple[str, ...], config_path: str | None, time_budget: float | None
-            ) -> tuple[Snapshot, Plan, QueueStatuses]:
-    snapshot = _snapshot(paths, kubeconfig, context, in_cluster)
+            ) -> tuple[Snapshot, Plan, QueueStatuses, dict[tuple[str, str], int]]:
+    """The snapshot, its plan, the queues' status, and when each queue was created (for AGE:
+    the snapshot keeps no queue's creation time)."""
+    if paths:
+        if kubeconfig or context or in_cluster:
+            raise click.UsageError("give snapshot PATHs or --kubeconfig/--context/--in-cluster, not both")
+        documents = read_documents(paths)
+        snapshot = build_snapshot(documents)
+    else:
+        from .kube.read import snapshot_documents
+        documents, notices = snapshot_documents(_api(*_cluster(kubeconfig, context, in_cluster, paths_allowed=True)))
+        snapshot = build_snapshot(documents, lenient=True)  # as read_cluster: one bad object must not stop the rest
+        snapshot = replace(snapshot, notices=tuple(notices) + snapshot.notices)
     plan = _cycle(snapshot, policies, config_path, time_budget)
-    return snapshot, plan, queue_statuses(snapshot, plan)
+    return snapshot, plan, queue_statuses(snapshot, plan), _queues_created(documents)
+
+
+def _queues_created(documents: Iterable[Document]) -> dict[tuple[str, str], int]:
+    """(kind, name or namespace/name) -> creation time (epoch seconds) of each ClusterQueue and
+    LocalQueue among ``documents`` (``kind: List`` ones unpacked)."""
+    created: dict[tuple[str, str], int] = {}
+    bodies = [item for doc in documents if isinstance(doc.body, dict)
+              for item in (doc.body.get("items") if isinstance(doc.body.get("items"), list) else [doc.body])]
+    for body in bodies:
+        kind, meta = body.get("kind") if isinstance(body, dict) else None, (body or {}).get("metadata") or {}
+        if kind not in ("ClusterQueue", "LocalQueue") or not meta.get("creationTimestamp"):
+            continue
+        try:
+            stamp = datetime.fromisoformat(str(meta["creationTimestamp"]).replace("Z", "+00:00"))
+        except ValueError:
+            continue  # the snapshot's own validation names a bad timestamp
+        name = f"{meta.get('namespace')}/{meta.get('name')}" if kind == "LocalQueue" else str(meta.get("name"))
+        created[(kind, name)] = int(stamp.timestamp())
+    return created
+
+
+def _context_namespace(kubeconfig: str | None, context: str | None, in_cluster: bool) -> str:
+    """The namespace kubectl would list in: the kubeconfig context's (the Pod's own inside a
+    cluster), else ``default``."""
+    if in_cluster:
+        try:
+            return Path(_SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or "default"
+        except OSError:
+            return "default"
+    from kubernetes import config
+    kubeconfig, context, _ = _cluster(kubeconfig, context, False, paths_allowed=True)
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    except (config.ConfigException, OSError, TypeError, ValueError):
+        return "default"  # connecting will say what is wrong with the kubeconfig
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+    return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
+def _listing_scope(scope: Scope, paths: tuple[str, ...], kubeconfig: str | None, context: str | None,
+                   in_cluster: bool) -> Scope:
+    """``scope``, narrowed to the context's namespace on a live cluster when neither -n nor -A was given."""
+    all_namespaces = bool(click.get_current_context().params.get("all_namespaces"))
+    if paths or scope.namespace is not None or all_namespaces:
+        return scope
+    return replace(scope, namespace=_context_namespace(kubeconfig, context, in_cluster))
+
+
+_SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def _age(created: int | None, now: float) -> str:
@@ -135,7 +203,8 @@ def workloads(paths: tuple[str, ...], scope: Scope, for_: str | None, statuses: 
     """List workloads with their status and, for waiting ones, their positions in their LocalQueue
     and ClusterQueue (from 0, in the order the cycle would admit them)."""
     target = _for(for_)
-    snapshot, plan, queues = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    scope = _listing_scope(scope, paths, kubeconfig, context, in_cluster)
+    snapshot, plan, queues, _ = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
     wanted = {s for status in (statuses or ("all",)) for s in STATUSES[status.lower()]}
     now = time.time()
     rows = []
@@ -168,16 +237,18 @@ def clusterqueues(paths: tuple[str, ...], active: str | None, kubeconfig: str | 
                   in_cluster: bool, policies: tuple[str, ...], config_path: str | None, time_budget: float | None,
                   fmt: str) -> None:
     """List ClusterQueues with their pending and admitted workloads and whether they are active."""
-    snapshot, _, queues = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    snapshot, _, queues, created = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    now = time.time()
     rows = []
     for name, status in queues.cluster_queues.items():
         if active is not None and status.active.status.lower() != active.lower():
             continue
         rows.append({"name": name, "cohort": snapshot.cluster_queues[name].cohort, "pending": status.pending,
                      "admitted": status.admitted, "active": status.active.status.lower(),
+                     "age": _age(created.get(("ClusterQueue", name)), now),
                      "status": {**status.to_dict(), "conditions": [status.active.to_dict()]}})
-    _emit(["NAME", "COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS", "ACTIVE"], rows,
-          ["name", "cohort", "pending", "admitted", "active"], fmt, "No ClusterQueues found.")
+    _emit(["NAME", "COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS", "ACTIVE", "AGE"], rows,
+          ["name", "cohort", "pending", "admitted", "active", "age"], fmt, "No ClusterQueues found.")
 
 
 @list_group.command("localqueues")
@@ -192,15 +263,28 @@ def localqueues(paths: tuple[str, ...], scope: Scope, clusterqueue: str | None, 
     """List LocalQueues with their ClusterQueue and their pending and admitted workloads."""
     if scope.selector is not None:
         raise click.UsageError("-l/--selector selects workloads; list localqueues takes -n or -A")
-    _, _, queues = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    scope = _listing_scope(scope, paths, kubeconfig, context, in_cluster)
+    _, _, queues, created = _decide(paths, kubeconfig, context, in_cluster, policies, config_path, time_budget)
+    now = time.time()
     rows = [{"namespace": s.namespace, "name": s.name, "clusterQueue": s.cluster_queue, "pending": s.pending,
              "admitted": s.admitted, "active": s.active.status.lower(),
+             "age": _age(created.get(("LocalQueue", f"{s.namespace}/{s.name}")), now),
              "status": {**s.to_dict(), "conditions": [s.active.to_dict()]}}
             for s in queues.local_queues.values()
             if (scope.namespace is None or s.namespace == scope.namespace)
             and (clusterqueue is None or s.cluster_queue == clusterqueue)]
-    headers = ["NAME", "CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]
-    keys = ["name", "clusterQueue", "pending", "admitted"]
+    headers = ["NAME", "CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS", "AGE"]
+    keys = ["name", "clusterQueue", "pending", "admitted", "age"]
     if scope.namespace is None:
         headers, keys = ["NAMESPACE", *headers], ["namespace", *keys]
     _emit(headers, rows, keys, fmt, "No LocalQueues found" + (f" in namespace {scope.namespace}." if scope.namespace else "."))
+
+
+# The shared -n/-A help speaks of plan and explain (every namespace by default): say what list does.
+for _command in (workloads, localqueues):
+    for _param in _command.params:
+        if _param.name == "namespace":
+            _param.help = ("List only namespace NS (default: the kubeconfig context's namespace, or default, "
+                           "on a live cluster; every namespace of snapshot files).")
+        elif _param.name == "all_namespaces":
+            _param.help = "List every namespace."

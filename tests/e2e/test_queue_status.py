@@ -87,4 +87,14 @@ def test_queue_status_is_written_once_and_list_shows_positions(kube: ControlPlan
     result = CliRunner().invoke(main, ["list", "clusterqueues", "--kubeconfig", str(kube.kubeconfig)])
     assert result.exit_code == 0, result.output
     [row] = [line.split() for line in result.output.splitlines() if line.startswith(f"cq-{t} ")]
-    assert row[-3:] == ["2", "1", "true"]  # no cohort: PENDING, ADMITTED, ACTIVE end the row
+    assert row[-4:-1] == ["2", "1", "true"] and row[-1][-1] in "smhd"  # no cohort: PENDING, ADMITTED, ACTIVE, AGE
+    # As kueuectl: without -n, the kubeconfig context's namespace (none named: default); -A: all.
+    kubeconfig = ["--kubeconfig", str(kube.kubeconfig)]
+    here = CliRunner().invoke(main, ["list", "localqueues", *kubeconfig, "-o", "json"])
+    assert here.exit_code == 0, here.output
+    assert {r["namespace"] for r in json.loads(here.output)} <= {"default"}
+    everywhere = CliRunner().invoke(main, ["list", "localqueues", *kubeconfig, "-A"])
+    assert everywhere.exit_code == 0, everywhere.output
+    header, *rows = everywhere.output.splitlines()
+    assert header.split()[0] == "NAMESPACE" and header.split()[-1] == "AGE"
+    assert any(line.split()[:2] == [ns, "main"] for line in rows)

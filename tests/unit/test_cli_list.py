@@ -28,7 +28,8 @@ def test_workloads_show_positions_of_waiting_ones_only():
     waiting = {k: (r["positionInClusterQueue"], r["positionInLocalQueue"]) for k, r in rows.items()
                if r["status"] in ("pending", "inadmissible")}
     assert waiting and all(r["positionInClusterQueue"] is None for r in rows.values() if r["status"] == "admitted")
-    research = sorted(v for k, v in waiting.items() if k.startswith("research/"))
+    # (an incomplete pod group waits without a place in the queues)
+    research = sorted(v for k, v in waiting.items() if k.startswith("research/") and v != (None, None))
     assert research == [(i, i) for i in range(len(research))]  # one LocalQueue: the same positions
 
 
@@ -49,15 +50,42 @@ def test_text_tables_and_clear_errors():
     result = _run("workloads", "--for", "job/x")
     assert result.exit_code == 2 and "pod/NAME" in result.output
     result = _run("clusterqueues")
-    assert result.exit_code == 0 and result.output.splitlines()[0].startswith("NAME")
+    assert result.exit_code == 0 and result.output.splitlines()[0].split() == [
+        "NAME", "COHORT", "PENDING", "WORKLOADS", "ADMITTED", "WORKLOADS", "ACTIVE", "AGE"]
     assert "team-a" in result.output
+    result = _run("localqueues", "-n", "team-a")
+    assert result.exit_code == 0 and result.output.splitlines()[0].split()[-1] == "AGE"
+
+
+def test_snapshot_files_are_listed_in_every_namespace():
+    assert len({r["namespace"] for r in _json("workloads")}) > 1
+    assert len({r["namespace"] for r in _json("localqueues")}) > 1
+    assert all(r["age"] for r in _json("localqueues") + _json("clusterqueues"))
+
+
+def test_a_live_listing_defaults_to_the_contexts_namespace(tmp_path):
+    from clueue.adapters.cli_list import _context_namespace
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("""
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: with-ns, context: {cluster: c, user: u, namespace: team-b}}
+- {name: without, context: {cluster: c, user: u}}
+current-context: with-ns
+""")
+    assert _context_namespace(str(kubeconfig), None, False) == "team-b"
+    assert _context_namespace(str(kubeconfig), "without", False) == "default"
 
 
 def test_queues_counts_match_the_workloads():
     workloads = _json("workloads")
     for cq in _json("clusterqueues"):
         mine = [w for w in workloads if w["clusterQueue"] == cq["name"]]
-        assert cq["pending"] == sum(w["status"] in ("pending", "inadmissible") for w in mine)
+        queued = [w for w in mine if w["positionInClusterQueue"] is not None]  # an incomplete group is not
+        assert cq["pending"] == sum(w["status"] in ("pending", "inadmissible") for w in queued)
         assert cq["admitted"] == sum(w["status"] == "admitted" for w in mine)
         assert cq["status"]["conditions"][0]["type"] == "Active"
     lqs = _json("localqueues", "-n", "team-a")
