@@ -72,6 +72,14 @@ def _sans_status(body: Any) -> tuple[Any, Any]:
     return meta, {k: v for k, v in body.items() if k not in ("metadata", "status")}
 
 
+def _retry_after(e: ApiException) -> float:
+    """Seconds to wait before listing again: the server's Retry-After (429), else 1 s."""
+    try:
+        return min(10.0, max(0.1, float((e.headers or {}).get("Retry-After", 1.0))))
+    except (TypeError, ValueError):
+        return 1.0
+
+
 def _version_of(doc: Document) -> str:
     return str((doc.body.get("metadata") or {}).get("resourceVersion", ""))
 
@@ -207,8 +215,15 @@ class ClusterCache:
             for kind, key, version, deleted in recent:
                 if (kind, key, version) not in ours and not (deleted and (kind, key, "") in ours):
                     self._mark(kind)
-            for kind, key, version in written:
-                if kind in self._objects and not self._met(kind, key, version):
+            # Only the last write of a key counts (a delete then a create leaves the object), and
+            # a met one replaces an earlier expectation of the key: a stale "deleted" would block.
+            last = {(kind, key): version for kind, key, version in written}
+            for (kind, key), version in last.items():
+                if kind not in self._objects:
+                    continue
+                if self._met(kind, key, version):
+                    self._expected.pop((kind, key), None)
+                else:
                     self._expected[(kind, key)] = version
 
     def pending_expectations(self) -> dict[tuple[str, str], str]:
@@ -304,19 +319,25 @@ class ClusterCache:
 
     def _run(self, kind: Kind) -> None:
         version = ""
+        failures = 0  # in a row: a single one (e.g. 429 while every watch opens at start) is no alarm
         while not self._stop.is_set():
             try:
                 if not version:
                     version = self._list(kind)
                 version = self._watch(kind, version)
+                failures = 0
             except ApiException as e:
                 if e.status != 410:
-                    log.warning("watching %s failed (%s); listing again", kind.kind, e.reason)
-                    self._stop.wait(1.0)
+                    failures += 1
+                    log.log(logging.WARNING if failures > 1 else logging.INFO,
+                            "watching %s failed (%s); listing again", kind.kind, e.reason)
+                    self._stop.wait(_retry_after(e))
                 version = ""
                 self.relists += 1
             except Exception as e:  # network errors and the like: back off, then list again
-                log.warning("watching %s failed (%s); listing again", kind.kind, e)
+                failures += 1
+                log.log(logging.WARNING if failures > 1 else logging.INFO,
+                        "watching %s failed (%s); listing again", kind.kind, e)
                 self._stop.wait(1.0)
                 version = ""
                 self.relists += 1

@@ -99,6 +99,20 @@ def test_changes_during_a_cycle_by_others_still_count():
     assert cache.get("Pod", "ns/c") is not None and cache.get("Pod", "ns/d") is None
 
 
+def test_a_key_deleted_then_created_again_in_one_cycle_expects_only_the_create():
+    cache = _cache()
+    cache._on_event(POD, "ADDED", _pod("e", "5"), "5")
+    cache.take_changes()
+    cache.begin_writes()
+    cache._on_event(POD, "DELETED", _pod("e", "6"), "6")  # our delete and our create, both back
+    cache._on_event(POD, "ADDED", _pod("e", "7"), "7")    # before the apply ended
+    cache.expect([("Pod", "ns/e", ""), ("Pod", "ns/e", "7")])
+    assert cache.pending_expectations() == {}  # no stale "deleted" for an object that exists
+    assert cache.wait_for_expectations(0)
+    assert cache.take_changes() == set()
+
+
+
 def test_a_watch_event_older_than_a_list_is_stale():
     cache = _cache()
     cache._listed_at["Pod"] = "20"
