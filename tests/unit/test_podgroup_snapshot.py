@@ -75,3 +75,15 @@ def test_the_pods_of_a_malformed_podgroup_wait_and_say_why():
     [w] = build_workloads(snapshot).workloads
     assert (w.key, [r.code for r in w.held]) == ("team/podgroup-mpi", ["InvalidObject"])
     assert "spec.minMember" in w.held[0].message
+
+
+def test_the_e2e_manifest_with_its_status_reads():
+    from pathlib import Path
+
+    import yaml
+    manifests = Path(__file__).resolve().parents[1] / "e2e" / "manifests"
+    body = yaml.safe_load((manifests / "podgroup.yaml").read_text())
+    body["status"] = yaml.safe_load((manifests / "podgroup-status.yaml").read_text())
+    pg = build_snapshot([Document("podgroup.yaml", body)]).pod_groups["default/mpi-job"]
+    assert (pg.min_member, pg.schedule_timeout, pg.phase) == (4, 120, "Running")
+    assert rfc3339(pg.schedule_start) == "2026-01-05T12:00:00Z"
