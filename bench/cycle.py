@@ -28,6 +28,7 @@ from clueue.engine.workloads import Workload, build_workloads
 
 from .bound import gap, upper_bound
 from .greedy import compare_in_rank_order, greedy_admit
+from .greedy_placement import greedy_place, plan_placement
 from .model import workload_resources
 from .scenarios import Scenario
 
@@ -56,6 +57,7 @@ TARGETS: Mapping[str, CycleTargets] = {
     "flavors": CycleTargets(above_greedy=True, max_gap=0.02),
     "gangs": CycleTargets(above_greedy=True, max_gap=0.02),
     "fragmentation": CycleTargets(above_greedy=True, max_gap=0.02),
+    "placement": CycleTargets(wall_seconds=2.0),
 }
 
 
@@ -209,6 +211,15 @@ def cycle_benchmark(scenario: Scenario, *, repeat: int = 3, time_budget: float =
                       "position": comparison.position},
         "defect": comparison.verdict == "worse",
     }
+    if snap.nodes:
+        # With Nodes, the reference is greedy per-pod first fit on the nodes (quota-only greedy
+        # would admit what no node holds): admissions are compared in rank order with it.
+        placed = greedy_place(snap, built.values())
+        ranked = compare_in_rank_order(greedy.ranked, set(ours), set(placed.admitted))
+        result["placement"] = {"clueue": plan_placement(snap, plan).to_dict(), "greedy": placed.to_dict()}
+        result["rankOrder"] = {"verdict": ranked.verdict, "firstDifference": ranked.first_difference,
+                               "position": ranked.position, "reference": "greedy placement"}
+        result["defect"] = ranked.verdict == "worse"
     result["targets"] = evaluate_targets(scenario.name, result)
     return result
 

@@ -34,6 +34,9 @@ The shapes:
 ``gangs``
     Pod groups of mixed shapes: workloads of 1 to 3 pod sets (a launcher, workers, an
     evaluator) with different pod counts and requests, two flavors per ClusterQueue.
+``placement``
+    1,000 GPU nodes of four shapes, a third partly used, and 5,000 pending pods in gangs (plain
+    pod groups): where the nodes, not the quota, decide. Its backlog is Pods, not Workloads.
 ``fragmentation``
     Awkward sizes (3, 5, 7, 11 CPU) against flavor quotas they do not divide, under a
     hierarchical cohort with lending limits: what first-fit leaves as holes.
@@ -372,6 +375,76 @@ def fragmentation(seed: int = 0, scale: float = 1.0) -> Scenario:
                     _ordered(config), tuple(workloads), scale, {"cohorts": ("org", *departments)})
 
 
+#: Node shapes of the ``placement`` scenario: (flavor, GPUs per node, nodes at scale 1).
+PLACEMENT_NODES = (("a100", 8, 300), ("a100", 4, 200), ("h100", 8, 300), ("h100", 4, 200))
+GPU = "nvidia.com/gpu"
+GPU_TYPE_LABEL = "gpu.example/type"
+
+
+def _node(name: str, gpu_type: str, gpus: int) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, GPU_TYPE_LABEL: gpu_type}},
+            "spec": {}, "status": {"allocatable": {"cpu": str(12 * gpus), "memory": f"{64 * gpus}Gi",
+                                                   GPU: str(gpus), "pods": "110"}}}
+
+
+def _pod(namespace: str, name: str, *, gpus: int, arrival_ms: int, cls: str, group: str | None = None,
+         total: int = 1, node: str | None = None, priority: int = 0) -> Obj:
+    """A pending, gated pod of a pod group (or, with ``node``, one running there, not queued)."""
+    labels = {CLASS_LABEL: cls}
+    annotations = {ARRIVAL_ANNOTATION: str(arrival_ms), RUNTIME_ANNOTATION: "60000"}
+    spec: Obj = {"containers": [{"name": "c", "image": "registry.example/bench:1", "resources": {"requests": {
+        "cpu": str(8 * gpus), "memory": f"{32 * gpus}Gi", GPU: str(gpus)}}}], "priority": priority}
+    if node is None:
+        labels |= {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/managed": "true",
+                   "kueue.x-k8s.io/pod-group-name": group or name}
+        annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    else:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _timestamp(arrival_ms),
+                         "labels": labels, "annotations": annotations},
+            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+
+def placement(seed: int = 0, scale: float = 1.0) -> Scenario:
+    """1,000 GPU nodes of four shapes (a100 and h100, 8 and 4 GPUs; a third partly used by
+    running pods) and 5,000 pending pods in gangs of 1 to 32 pods of 1 to 8 GPUs each, as
+    plain pod groups in 4 ClusterQueues of one cohort whose quota exceeds the nodes: the nodes
+    decide what runs. Compared with a greedy per-pod first-fit as the coscheduling plugin places
+    pods (bench/greedy_placement.py)."""
+    rng = random.Random(seed)
+    config: list[Obj] = [_flavor("a100", {GPU_TYPE_LABEL: "a100"}), _flavor("h100", {GPU_TYPE_LABEL: "h100"})]
+    running: list[Obj] = []
+    for gpu_type, gpus, count in PLACEMENT_NODES:
+        for i in range(_scaled(count, scale)):
+            name = f"{gpu_type}-{gpus}g-{i:04d}"
+            config.append(_node(name, gpu_type, gpus))
+            if rng.random() < 0.3:  # partly used: a running pod holds some of its GPUs
+                running.append(_pod("running", f"run-{name}", gpus=rng.randrange(1, gpus), arrival_ms=0,
+                                    cls="running", node=name))
+    teams = [f"team-{t}" for t in range(4)]
+    for team in teams:
+        config += [_namespace(team), _local_queue(team, team), _cluster_queue(
+            team, "gpus", [(f, [_quota("cpu", 20_000, 60_000), _quota("memory", "80Ti", "240Ti"),
+                                _quota(GPU, 2_000, 6_000)]) for f in ("a100", "h100")],
+            covered=("cpu", "memory", GPU))]
+    config.append(_namespace("running"))
+    pods: list[Obj] = []
+    total, g = _scaled(5000, scale), 0
+    while len(pods) < total:
+        size = min(rng.choice((1, 1, 2, 4, 4, 8, 8, 16, 32)), total - len(pods))
+        gpus = rng.choice((1, 2, 4, 8) if size <= 8 else (4, 8))
+        team, t = rng.choice(teams), g * 50
+        name = f"gang-{g:04d}"
+        pods += [_pod(team, f"{name}-{i}", gpus=gpus, arrival_ms=t, cls=f"gang{size}x{gpus}", group=name,
+                      total=size, priority=rng.choice(_PRIORITIES)) for i in range(size)]
+        g += 1
+    return Scenario("placement", seed, "1,000 GPU nodes (a third partly used), 5,000 pending pods in gangs",
+                    _ordered(config + running), tuple(pods), scale, {"cohorts": ("gpus",), "nodes": True})
+
+
 _ORDER = {"Namespace": 0, "ResourceFlavor": 1, "Cohort": 2, "ClusterQueue": 3, "LocalQueue": 4}
 
 
@@ -383,6 +456,7 @@ def _ordered(config: Iterable[Obj]) -> tuple[Obj, ...]:
 _GENERATORS: dict[str, Callable[[int, float], Scenario]] = {
     "baseline": baseline, "baseline-preemption": baseline_preemption, "baseline-kueue": baseline_kueue,
     "large-scale": large_scale, "flavors": flavors, "gangs": gangs, "fragmentation": fragmentation,
+    "placement": placement,
 }
 SCENARIO_NAMES: tuple[str, ...] = tuple(_GENERATORS)
 

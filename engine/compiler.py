@@ -24,6 +24,7 @@ from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
 from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, ResourceGroup
+from .placement import NodeClasses, class_fits, node_classes
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .workloads import Workload
@@ -227,7 +228,8 @@ def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
 
 
 def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
-                  units: Units | None = None, memo: Memo | None = None) -> Compiled:
+                  units: Units | None = None, memo: Memo | None = None, *,
+                  nodes: NodeClasses | None = None, unplaceable: Iterable[tuple[str, int]] = ()) -> Compiled:
     """Emit the facts for one cycle. Finished workloads are left out: they hold no quota.
 
     ``units`` fixes the resource units, so that facts compiled for different subsets of the
@@ -235,6 +237,10 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     ``memo`` keeps each workload's and ClusterQueue's own facts, as text, for the next
     compilation that meets the same object with the same units of its quota tree (a
     controller's cycles meet most of them again).
+
+    When the snapshot has Nodes, the node facts (placement.py) are emitted too, from ``nodes``
+    (by default the classes of the snapshot's nodes), with the ``unplaceable`` (workload, class)
+    nogoods of earlier solves of the cycle.
     """
     live = sorted((w for w in workloads if not w.finished), key=lambda w: w.key)
     units = units if units is not None else resource_units(snapshot, live)
@@ -292,7 +298,42 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
         out.extend(own(units.tree(w.namespace, w.queue, _admitted_in(w)))(w))
         out.add("workload_tiebreak", w.key, position)
     _eviction_order(out, live)
+    if nodes is None and snapshot.nodes:
+        nodes = node_classes(snapshot, live)
+    if nodes is not None:
+        _node_facts(out, snapshot, nodes, live)
+        for w, c in unplaceable:
+            out.add("unplaceable", w, c)
     return Compiled(dict(out.lines), units)
+
+
+def _node_facts(out: _Facts, snapshot: Snapshot, nodes: NodeClasses, live: Sequence[Workload]) -> None:
+    """The node classes, and where the pods of each pending pod set fit, with each flavor."""
+    out.add("node_count", sum(len(c.nodes) for c in nodes.classes))
+    for c in nodes.classes:
+        out.add("node_class", c.id, len(c.nodes))
+        if c.idle:
+            out.add("class_idle", c.id)
+        for r in nodes.units:
+            out.add("class_free", c.id, r, max(nodes.free_units(c, r), 0))
+    for r, unit in nodes.units.items():
+        out.add("node_unit", r, format_quantity(unit))
+    flavors = {f.name: f.node_labels for f in snapshot.flavors.values()}
+    seen: dict[tuple, dict[str, dict[int, int]]] = {}  # pods alike fit alike: many workloads share a shape
+    for w in live:
+        if w.admission is not None or _beyond(w):
+            continue
+        for ps in w.pod_sets:
+            if ps.count <= 0:
+                continue
+            for r, v in ps.requests.items():
+                out.add("node_request", w.key, ps.name, r, nodes.request_units(r, v))
+            shape = (tuple(sorted(ps.requests.items())), ps.node_labels, ps.tolerations, ps.count)
+            if shape not in seen:
+                seen[shape] = {f: class_fits(nodes, ps, labels) for f, labels in flavors.items()}
+            for f, fits in seen[shape].items():
+                for c, n in fits.items():
+                    out.add("fits", w.key, ps.name, f, c, n)
 
 
 class _PerTree:

@@ -8,6 +8,7 @@ made when the entries are first read, unless showing that needed the explanation
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import operator
@@ -21,6 +22,7 @@ from .explain import decode_reasons
 from .facts import render_facts
 from .memo import Memo
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
+from .placement import HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, node_classes, shortage
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
@@ -50,6 +52,7 @@ class _Round:
     stand_in: Mapping[str, str]  # dropped shape member -> the ranked one it shares a decision with
     unsolved: tuple[str, ...]  # ranked candidates beyond the cut, in rank order
     complete: bool  # no candidate beyond the cut could have been admitted
+    placed: Assignment | None = None  # the pods of the decision on their nodes (only with Nodes)
 
     def explainer(self, key: str) -> str:
         """The workload whose explanation ``key`` shares (itself if none)."""
@@ -58,12 +61,11 @@ class _Round:
 
 
 def _round(snapshot: Snapshot, selection: Selection, units: Units, cut: Mapping[str, int],
-           policy: Policy, deadline: float, memo: Memo) -> _Round:
+           policy: Policy, deadline: float, memo: Memo, nodes: NodeClasses | None = None) -> _Round:
     solved, beyond = selection.split(cut)
     unsolved = tuple(w.key for w in beyond)
-    decided = compile_facts(snapshot, selection.fixed + tuple(solved), units, memo)
-    policy = policy.for_facts(decided.lines, selection.idle_rule_groups)
-    decision = decide(render_facts(decided.lines), policy, budget=max(0.0, deadline - time.monotonic()))
+    decision, policy, placed = _placed_decision(snapshot, selection.fixed + tuple(solved), units, policy,
+                                                selection.idle_rule_groups, deadline, memo, nodes)
 
     # Members of a shape share their explanation: a left-out solved one explains the others of
     # its shape; a shape with none left out is explained by its first unsolved member.
@@ -86,7 +88,7 @@ def _round(snapshot: Snapshot, selection: Selection, units: Units, cut: Mapping[
 
     @functools.cache
     def explained() -> tuple[Compiled, Explanation]:
-        compiled = compile_facts(snapshot, explaining, units, memo)
+        compiled = compile_facts(snapshot, explaining, units, memo, nodes=nodes)
         # Never less than a grace period: an explanation asked for after the cycle still gets made.
         budget = max(deadline - time.monotonic(), _EXPLAIN_GRACE_SECONDS)
         return compiled, explain(render_facts(compiled.lines), policy, decision, budget=budget)
@@ -96,9 +98,46 @@ def _round(snapshot: Snapshot, selection: Selection, units: Units, cut: Mapping[
     # what the others admitted now fit beside, this cycle's victims and what their preemptors
     # will hold (preemption.lp), and a candidate beyond the cut never preempts (prune.py).
     if not selection.unsettled(decision.assignments, decision.preempting, cut):
-        return _Round(decision, explained, proxy, selection.stand_in, unsolved, True)
+        return _Round(decision, explained, proxy, selection.stand_in, unsolved, True, placed)
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
-    return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete)
+    return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete, placed)
+
+
+#: Solves of one round at most, each after the node-by-node check refused some (workload, class):
+#: beyond them, the workloads whose pods still do not fit are left out of the decision.
+_PLACEMENT_SOLVES = 4
+
+
+def _placed_decision(snapshot: Snapshot, workloads: tuple[Workload, ...], units: Units, policy: Policy,
+                     idle: Any, deadline: float, memo: Memo,
+                     nodes: NodeClasses | None) -> tuple[Decision, Policy, Assignment | None]:
+    """Decide, and with Nodes pack the placed pods node by node (placement.py): where a class
+    cannot hold what the solver put there, that class is forbidden to the lowest-ranked workload
+    placed there (a nogood, unplaceable/2) and the round solves again; after
+    ``_PLACEMENT_SOLVES`` solves, or when the budget is spent, such workloads are left out."""
+    refused: list[tuple[str, int]] = []
+    by_key = {w.key: w for w in workloads}
+    while True:
+        decided = compile_facts(snapshot, workloads, units, memo, nodes=nodes, unplaceable=refused)
+        chosen = policy.for_facts(decided.lines, idle)
+        decision = decide(render_facts(decided.lines), chosen, budget=max(0.0, deadline - time.monotonic()))
+        if nodes is None:
+            return decision, chosen, None
+        rank = {w: i for i, w in enumerate(decision.ranked)}
+        placed = assign_nodes(nodes, decision.placements, by_key, rank)
+        if not placed.failed:
+            return decision, chosen, placed
+        refused += placed.failed
+        if len(refused) >= _PLACEMENT_SOLVES or time.monotonic() >= deadline:
+            break
+    while placed.failed:  # out of solves: leave out the workloads that do not fit, lowest-ranked first
+        out = {w for w, _ in placed.failed}
+        decision = dataclasses.replace(
+            decision, choices={w: c for w, c in decision.choices.items() if w not in out},
+            assignments={w: a for w, a in decision.assignments.items() if w not in out},
+            placements={w: p for w, p in decision.placements.items() if w not in out})
+        placed = assign_nodes(nodes, decision.placements, by_key, rank)
+    return decision, chosen, placed
 
 
 _EXPLAIN_GRACE_SECONDS = 1.0
@@ -108,14 +147,15 @@ _NOTHING = Decision({}, {}, (), {}, {}, (), SolveStats(optimal=True))
 
 
 def _solve(snapshot: Snapshot, selection: Selection, units: Units, policy: Policy,
-           deadline: float, memo: Memo) -> tuple[_Round, int, frozenset[str]]:
+           deadline: float, memo: Memo, nodes: NodeClasses | None = None) -> tuple[_Round, int, frozenset[str]]:
     """Solve longer and longer prefixes of the ranked candidates until no candidate beyond
     the cut could have been admitted, or the budget ends. Returns the last round, the number
     of rounds, and the candidates the budget cut short (beyond the cut, and might have fit)."""
     cut, rounds = selection.prefix(), 0
     while True:
         rounds += 1
-        done = _round(snapshot, selection, units, cut, policy, deadline, memo)
+        # nodes only when there are any: a round without them keeps its original arguments
+        done = _round(snapshot, selection, units, cut, policy, deadline, memo, *(() if nodes is None else (nodes,)))
         if done.complete or not done.unsolved or time.monotonic() >= deadline:
             return done, rounds, frozenset() if done.complete else frozenset(done.unsolved)
         cut = selection.grown(cut, 4 ** rounds)
@@ -166,6 +206,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     built = build_workloads(snapshot, config, memo)
     selection = select_candidates(snapshot, built, policy, memo)
     units = resource_units(snapshot, selection.fixed + selection.ranked)
+    nodes = node_classes(snapshot, selection.fixed + selection.ranked) if snapshot.nodes else None
     t1 = time.monotonic()
 
     cut_short: frozenset[str] = frozenset()
@@ -174,18 +215,21 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         # only applies them never pays for one. The entries, which say why each workload
         # waits, solve when first read, with a budget of their own.
         def solved_entries() -> tuple[WorkloadEntry, ...]:
-            done, _, short = _solve(snapshot, selection, units, policy, time.monotonic() + config.time_budget, memo)
-            return _entries(built, done, config, short)
+            done, _, short = _solve(snapshot, selection, units, policy, time.monotonic() + config.time_budget, memo,
+                                    nodes)
+            return _entries(built, done, config, short, _unfit(snapshot, nodes, done))
         entries = Entries(solved_entries)
         decision, rounds, unsolved = _NOTHING, 0, len(selection.ranked)
+        pinned: Mapping[tuple[str, str], tuple[str, ...]] = {}
     else:
-        done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo)
-        entries = Entries(functools.partial(_entries, built, done, config, cut_short))
+        done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo, nodes)
+        entries = Entries(functools.partial(_entries, built, done, config, cut_short, _unfit(snapshot, nodes, done)))
         decision, unsolved = done.decision, len(done.unsolved)
+        pinned = done.placed.nodes if done.placed is not None else {}
     t2 = time.monotonic()
 
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
-    actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), decision)
+    actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), decision, pinned)
     actions += _finish_actions(snapshot, built)
     actions += [Action(a.kind, f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
@@ -214,15 +258,22 @@ def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, 
     return selector
 
 
-def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssignment, ...]) -> list[Action]:
+def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssignment, ...],
+                    pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> list[Action]:
+    """Ungate the gated pods of ``w`` with the node labels of their flavors, and each on its node
+    (``kubernetes.io/hostname``) where placement chose one: ``pinned`` maps (workload, pod set)
+    to a node per pod."""
     out = []
     for a in admission:
         selector = _node_selector(snapshot, a.flavors)
         if selector is None:  # an admission inferred from pods started elsewhere: nowhere to start the others
             continue
+        nodes = iter((pinned or {}).get((w.key, a.name), ()))
         for pod in w.pods.get(a.name, ()):
             if ADMISSION_GATE in pod.scheduling_gates and pod.phase not in ("Succeeded", "Failed"):
-                details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector}
+                node = next(nodes, None)
+                details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector if node is None
+                                           else {**selector, HOSTNAME_LABEL: node}}
                 if pod.role_hash == a.name and ROLE_HASH_ANNOTATION not in pod.annotations:
                     # The pod set is named by the pod's role hash, which covers the nodeSelector
                     # this action extends: record it, or the pod would leave its admitted pod set.
@@ -271,7 +322,8 @@ def _finish_actions(snapshot: Snapshot, built: Workloads) -> list[Action]:
     return sorted(out, key=lambda a: a.target)
 
 
-def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> list[Action]:
+def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision,
+             pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> list[Action]:
     """What to do in the cluster, in workload order: evict the victims of preemption, admit what
     was decided (but the workloads waiting for those victims) and ungate the pods of every
     admitted workload."""
@@ -289,11 +341,35 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             admission = _admission(w, decision.assignments[w.key])
             actions.append(Action("admit", w.key, w.key, {"clusterQueue": decision.cluster_queues.get(w.key),
                                                           "podSets": [a.to_dict() for a in admission]}))
-            actions += _ungate_actions(snapshot, w, admission)
+            actions += _ungate_actions(snapshot, w, admission, pinned)
     return actions
 
 
-def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str]) -> tuple[WorkloadEntry, ...]:
+def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
+           done: _Round) -> Callable[[Workload], tuple[Reason, ...]] | None:
+    """With Nodes: why a pending workload's pods do not fit on the nodes left free by this
+    cycle's placements (a ``NodesUnfit`` reason per pod set that fits with none of its
+    ClusterQueue's flavors); None without Nodes."""
+    if nodes is None or done.placed is None:
+        return None
+    free = done.placed.free
+
+    def unfit(w: Workload) -> tuple[Reason, ...]:
+        lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
+        cq = snapshot.cluster_queues.get(lq.cluster_queue) if lq else None
+        names = {fq.flavor for g in cq.resource_groups for fq in g.flavors} if cq else set()
+        flavors = {f: snapshot.flavors[f].node_labels for f in names if f in snapshot.flavors} or {"": {}}
+        out = []
+        for ps in w.pod_sets:
+            details = shortage(nodes, free, ps, flavors) if ps.count > 0 else None
+            if details is not None:
+                out.append(make_reason("NodesUnfit", **details))
+        return tuple(out)
+    return unfit
+
+
+def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str],
+             unfit: Callable[[Workload], tuple[Reason, ...]] | None = None) -> tuple[WorkloadEntry, ...]:
     """Every plan entry, in workload order. A workload shares the explanation of its
     ``done.explainer`` (same shape, same decision); reasons that depend on its own rank are its own."""
     decision = done.decision
@@ -325,6 +401,8 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
                                            reasons=(make_reason("Admitted", clusterQueue=cq, flavors=flavors),))
         else:
             reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), compiled))
+            if unfit is not None and not w.held and _state(reasons) == "pending":
+                reasons += unfit(w)
             if w.key in decision.unevaluated or (w.key in cut_short and w.key in explanation.might_fit):
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)

@@ -141,6 +141,31 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("admitted_count(W,PS,N)", "str str int",
        "N pods of admitted pod set PS hold quota (succeeded pods are reclaimable and excluded).",
        'admitted_count("research/serve","main",2).'),
+    # -- nodes (only when the snapshot has Nodes; see docs/placement.md) --------------------------
+    _p("node_count(N)", "int",
+       "The snapshot has Nodes, N of them schedulable: pods of admitted workloads are placed on nodes "
+       "(emitted whenever the snapshot has Nodes, even N = 0).", 'node_count(1000).'),
+    _p("node_class(C,Count)", "int int",
+       "Count schedulable nodes form node class C: alike in free resources, the labels flavors and pod sets ask "
+       "about, taints, and whether any pod runs on them.", 'node_class(0,12).'),
+    _p("class_free(C,R,Amount)", "int str int",
+       "Each node of class C has Amount of resource R free (allocatable less the requests of the pods on it), "
+       "in the node unit of R (node_unit/2).", 'class_free(0,"nvidia.com/gpu",8).'),
+    _p("class_idle(C)", "int", "No pod runs on the nodes of class C: they are wholly free.", 'class_idle(0).'),
+    _p("node_unit(R,Unit)", "str str",
+       "Node amounts of R (class_free/3, node_request/4) are integers in Unit (a Kubernetes quantity).",
+       'node_unit("memory","1Gi").'),
+    _p("node_request(W,PS,R,Amount)", "str str str int",
+       "Each pod of pending pod set PS requests Amount of R, in the node unit of R (rounded up).",
+       'node_request("research/train","workers","nvidia.com/gpu",8).'),
+    _p("fits(W,PS,F,C,PerNode)", "str str str int int",
+       "With flavor F, PerNode pods of pending pod set PS fit on one node of class C (its labels, taints, "
+       "node selector and required node affinity, and free resources all allow it).",
+       'fits("research/train","workers","a100",0,1).'),
+    _p("unplaceable(W,C)", "str int",
+       "The engine's node-by-node check found that W's pods did not fit on the nodes of class C beside the "
+       "others placed there in an earlier solve of this cycle: W is not placed on class C (a nogood).",
+       'unplaceable("research/train",0).'),
     _p("resource_unit(R,Unit)", "str str",
        "Every quota tree counts resource R in Unit (a Kubernetes quantity); absent when trees count R in "
        "different units (see tree_unit/3).", 'resource_unit("memory","1Gi").'),

@@ -253,6 +253,7 @@ class Pod:
     finalizer: bool = False  # holds the finalizer kueue.x-k8s.io/managed (so it is still tracked)
     ended: int = 0  # when a terminated pod stopped running (seconds since the epoch), 0 if unknown
     scheduled: bool = False  # spec.nodeName is set: a kubelet will see it end
+    node_name: str = ""  # spec.nodeName: the node it is bound to (placement counts its requests there)
     controller_uid: str = ""  # metadata.uid of its controlling owner, if any (a PodGroup's occupiedBy)
 
 

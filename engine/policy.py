@@ -229,6 +229,10 @@ ENGINE_PREDICATES: dict[str, EnginePredicate] = {e.predicate.name: e for e in (
        given="explain", required=False),
     _e("preempting(P)", "str", "The decision: admitted P waits for the workloads it preempts; the plan admits it "
        "in a later cycle (preemption.lp, shown).", 'preempting("team-a/pod-urgent").', part="decide", required=False),
+    _e("place(W,PS,C,K)", "str str int int", "The decision: K pods of pod set PS of admitted W go to nodes of "
+       "class C (placement.lp, shown; only when the snapshot has Nodes). The engine packs them onto the "
+       "class's nodes and pins each pod to its node.", 'place("research/train","workers",0,8).',
+       part="decide", required=False),
     _e("might_fit(W)", "str", "Left-out W might fit on its own on top of the decision; the engine uses it to "
        "know that candidates it did not solve could not have been admitted (explain.lp).",
        'might_fit("team-a/pod-small").', part="explain", required=False),

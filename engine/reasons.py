@@ -75,6 +75,9 @@ _KINDS = (
                "StrictFIFO: waits until {{head}}, ranked before it in the same ClusterQueue, is admitted"),
     ReasonKind("NoCombinedFit", None, (),
                "each resource fits on its own, but no combination of flavors fits all pod sets together"),
+    ReasonKind("NodesUnfit", None, ("podSet", "pods", "request", "flavor", "fit", "nodes"),
+               "needs {{pods}} pods x {{request}} on nodes{% if flavor %} of flavor {{flavor}}{% endif %} "
+               "(pod set {{podSet}}): {{nodes}}, so only {{fit}} of its pods fit"),
     ReasonKind("BudgetExhausted", None, ("budgetSeconds",),
                "not considered: the solver's time budget of {{budgetSeconds}}s ran out first"),
     ReasonKind("GroupIncomplete", None, ("group", "pods", "total"),

@@ -416,7 +416,7 @@ def _pod(f: Fields) -> Pod:
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
         finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
-        ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")), controller_uid=controller_uid,
+        ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")), node_name=f.string("spec.nodeName", "") or "", controller_uid=controller_uid,
     )
 
 

@@ -127,6 +127,8 @@ class Decision:
     evicted: frozenset[str] = frozenset()  # admitted workloads preempted this cycle (evict/1)
     preempting: frozenset[str] = frozenset()  # admitted in the decision, but waiting for those victims
     preempts: frozenset[tuple[str, str]] = frozenset()  # (preempting, evicted) it counts on (preempts/2)
+    # admitted workload -> (pod set, node class, pods) placed there (place/4; only with Nodes)
+    placements: Mapping[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -370,9 +372,16 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     queue_of = {strings[w]: strings[q] for w, q in _arguments(ctl, "workload_cq", 2)}
 
     _order_decisions(ctl, ranked, admit_atom, groups, keys, choose_atoms, queue_of, strings, values)
+    place_atoms = _literals(ctl, "place", 4)
+    placing = any(True for _ in ctl.symbolic_atoms.by_signature("node_count", 1))
+    if placing:
+        _prefer_used_nodes(ctl, place_atoms, values)
 
     first: dict[str, Any] = {}
-    result, finished = _solve(ctl, min(deadline, grounded + _ONE_SHOT_SHARE * budget),
+    # With Nodes, proving that a candidate fits nowhere is a packing proof over every placement
+    # of those admitted before it, which conflict-driven search may take exponentially long to
+    # find: candidates are then decided one by one, each placed beside the placements before it.
+    result, finished = _solve(ctl, grounded if placing else min(deadline, grounded + _ONE_SHOT_SHARE * budget),
                               on_model=lambda m: first.update(_record(m, values)))
     if finished and result is not None and result.unsatisfiable:
         raise SolveError("the policy's hard constraints fail even when nothing new is admitted: "
@@ -382,7 +391,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         admitted = {t.args[0] for t in first["symbols"] if t.name == "admit"}
         checked = _Checked(admitted, first, (), False)
     else:
-        checked = _rank_checks(ctl, ranked, admit_atom, deadline, dict(choose_atoms), values)
+        checked = _rank_checks(ctl, ranked, admit_atom, deadline, dict([*choose_atoms, *place_atoms]), values,
+                               rearrange=not placing)
         admitted = checked.admitted
         effort = tuple(a + b for a, b in zip(effort, _effort(ctl)))  # type: ignore[assignment]
     with ctl.backend() as backend:  # the admitted set is decided: fix it, then optimize flavors
@@ -395,7 +405,11 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     # Choosing among plans that admit the same set is a tie-break: it gets a share of the budget
     # (and a short grace period when the budget is spent, to find any plan of that set).
     now = time.monotonic()
-    final_deadline = max(min(deadline, now + _OPTIMIZE_SHARE * budget), now + _GRACE_SECONDS)
+    # With Nodes the search already tried used nodes first (_prefer_used_nodes), and improving on
+    # that is a packing search of its own: it gets a smaller share.
+    share = _PLACEMENT_OPTIMIZE_SHARE if placing else _OPTIMIZE_SHARE
+    grace = min(_GRACE_SECONDS, share * budget) if placing else _GRACE_SECONDS
+    final_deadline = max(min(deadline, now + share * budget), now + grace)
     result, finished = _solve(ctl, final_deadline, on_model=lambda m: best.update(_record(m, values)))
     if "symbols" not in best:
         if checked.model is None:
@@ -408,6 +422,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     assignments: dict[str, dict[tuple[str, str], str]] = {}
     preemption: dict[str, set[str]] = {"evict": set(), "preempting": set()}
     preempts: set[tuple[str, str]] = set()
+    placements: dict[str, list[tuple[str, int, int]]] = {}
     for t in best["symbols"]:
         if t.name in preemption:
             preemption[t.name].add(t.args[0])
@@ -420,6 +435,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
             choices.setdefault(t.args[0], []).append((t.args[1], t.args[2], t.args[3]))
         elif t.name == "assign":
             assignments.setdefault(t.args[0], {})[(t.args[1], t.args[2])] = t.args[3]
+        elif t.name == "place":
+            placements.setdefault(t.args[0], []).append((t.args[1], t.args[2], t.args[3]))
     fifo_blocked: dict[str, str] = {}
     fifo_head_of: dict[str, str] = {}
     for group, members in groups.items():
@@ -436,11 +453,13 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
                        optimal=optimal, budget_exhausted=bool(checked.unevaluated))
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
                     fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"], queue_of,
-                    frozenset(preemption["evict"]), frozenset(preemption["preempting"]), frozenset(preempts))
+                    frozenset(preemption["evict"]), frozenset(preemption["preempting"]), frozenset(preempts),
+                    {w: tuple(sorted(p)) for w, p in placements.items()})
 
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one
 _OPTIMIZE_SHARE = 0.2  # of the budget for the flavor preferences among plans admitting the same set
+_PLACEMENT_OPTIMIZE_SHARE = 0.03  # the same, with Nodes to place pods on
 _GRACE_SECONDS = 1.0  # beyond a spent budget, to find some plan of the admitted set
 
 
@@ -448,7 +467,7 @@ def _record(model: clingo.Model, values: _Values) -> dict[str, Any]:
     """A model's decision, decoded (a Model must not outlive its callback; its Symbols may).
 
     ``symbols`` are the decoded shown atoms but ``draw/4``, ``draws`` those as ASP text, and
-    ``chosen`` the ``choose/4`` symbols.
+    ``chosen`` the ``choose/4`` and ``place/4`` symbols.
     """
     symbols: list[Any] = []
     draws: list[str] = []
@@ -459,7 +478,7 @@ def _record(model: clingo.Model, values: _Values) -> dict[str, Any]:
             draws.append(f"{s}.")
             continue
         symbols.append(values[s])
-        if name == "choose":
+        if name == "choose" or name == "place":
             chosen.append(s)
     return {"symbols": symbols, "draws": tuple(draws), "chosen": chosen,
             "cost": tuple(model.cost), "proven": model.optimality_proven}
@@ -479,8 +498,19 @@ class _Checked:
     unsure: bool  # some candidate was left out because its check ran out of time
 
 
+def _prefer_used_nodes(ctl: clingo.Control, place_atoms: Sequence[tuple[clingo.Symbol, int]], values: _Values) -> None:
+    """Make the search try pods on node classes already in use first, the most pods first, and
+    wholly free classes last (the objective's preference, placement.lp, as a first guess)."""
+    idle = {values[c] for c, in _arguments(ctl, "class_idle", 1)}
+    sign = clingo.backend.HeuristicType.Sign
+    with ctl.backend() as backend:
+        for symbol, literal in place_atoms:
+            backend.add_heuristic(literal, sign, -1 if values[symbol.arguments[2]] in idle else 1, 1, [])
+
+
 def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
-                 deadline: float, choose_literal: Mapping[clingo.Symbol, int], values: _Values) -> _Checked:
+                 deadline: float, choose_literal: Mapping[clingo.Symbol, int], values: _Values,
+                 *, rearrange: bool = True) -> _Checked:
     """Decide candidates one by one in rank order, each for good before the next.
 
     For each candidate, check (a) keeps the flavors of everything admitted so far and lets only
@@ -489,7 +519,9 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
     short time limit. Until a (b) check first succeeds, the assignment evolves as greedy's does;
     a (b) success puts the admitted set ahead of greedy's in rank order. So the result is never
     worse than greedy, even when (b) checks run out of time (then ``unsure`` is set).
-    ``choose_literal`` maps the ground ``choose/4`` atoms to their literals.
+    ``choose_literal`` maps the ground ``choose/4`` (and ``place/4``) atoms to their literals;
+    without ``rearrange``, check (b) is skipped: greedy in rank order, each candidate choosing
+    its flavors and placement beside those before it (as with Nodes, see :func:`decide`).
     """
     with ctl.backend() as backend:  # a check is about one candidate: the ones after it stay out
         for atom in admit_atom.values():
@@ -505,9 +537,12 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
         lit = admit_atom.get(w)
         ok = False
         if lit is not None:
-            limit = time.monotonic() + max(0.02, min(left, 2 * left / (len(ranked) - position)))
+            # Without rearranging, a check is one workload's own placement: give it time enough for
+            # the solve's fixed cost on a large program, and let the budget cut the rank order short.
+            least = 0.02 if rearrange else min(left, 0.5)
+            limit = time.monotonic() + max(least, min(left, 2 * left / (len(ranked) - position)))
             found: dict[str, Any] = {}
-            for assumptions in (flavors + [lit], [lit]):
+            for assumptions in (flavors + [lit], [lit]) if rearrange else (flavors + [lit],):
                 result, finished = _solve(ctl, limit, assumptions=assumptions, on_model=lambda m: found.update(_record(m, values)))
                 ok = bool(finished and result is not None and result.satisfiable)
                 if ok:

@@ -1,0 +1,242 @@
+"""Placement on nodes: node classes for the solver, and the exact node-by-node check after it.
+
+When a snapshot has Nodes, the built-in policy (policies/placement.lp) places the pods of every
+workload it admits. Nodes alike in everything placement looks at (free resources, the labels
+some flavor or pod set asks about, taints, schedulability) form one NODE CLASS, so that 1,000
+nodes of a few shapes are a few classes to the solver and identical nodes are never told apart
+(symmetry broken). The solver chooses how many pods of each pod set go to each class, against
+the class's total free capacity (an aggregate relaxation); :func:`assign_nodes` then packs the
+pods onto the nodes of each class, first-fit decreasing, and names the classes where that fails,
+so that the cycle can forbid them and solve again.
+
+Pure Python: no clingo here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import floor
+from typing import Iterable, Mapping, Sequence
+
+from .objects import NodeLabelRequirement, PodSetSpec, Taint, Toleration
+from .quantity import common_divisor, format_quantity
+from .snapshot import Snapshot
+from .workloads import ADMISSION_GATE, Workload
+
+__all__ = ["HOSTNAME_LABEL", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
+           "assign_nodes", "Assignment", "shortage"]
+
+#: The label an ungated pod is pinned to its node with (docs/placement.md).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+_MAX_TOTAL = 2**30 - 1  # as compiler.py: sums of amounts stay below clingo's 2**31
+_TERMINATED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    """Nodes alike for placement: ``free`` is what each has left (allocatable less the requests
+    of the pods on it); ``idle`` says no pod runs on them."""
+
+    id: int
+    nodes: tuple[str, ...]
+    free: Mapping[str, Fraction]
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    idle: bool
+
+
+@dataclass(frozen=True)
+class NodeClasses:
+    """The schedulable nodes of a snapshot in classes, and the integer unit of each resource."""
+
+    classes: tuple[NodeClass, ...]
+    units: Mapping[str, Fraction]
+    node_free: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # node -> free
+
+    def free_units(self, c: NodeClass, resource: str) -> int:
+        """What one node of ``c`` has free of ``resource``, in whole units (rounded down)."""
+        return floor(c.free.get(resource, Fraction(0)) / self.units.get(resource, Fraction(1)))
+
+    def request_units(self, resource: str, amount: Fraction) -> int:
+        """``amount`` of ``resource`` in whole units (rounded up: never under-count use)."""
+        return -floor(-amount / self.units.get(resource, Fraction(1)))
+
+
+def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    """Whether a pod with ``tolerations`` may run on a node with ``taint`` (Kubernetes' rule;
+    PreferNoSchedule never keeps a pod away)."""
+    if taint.effect == "PreferNoSchedule":
+        return True
+    for t in tolerations:
+        if t.effect and t.effect != taint.effect:
+            continue
+        if t.key == "" and t.operator == "Exists":
+            return True
+        if t.key == taint.key and (t.operator == "Exists" or t.value == taint.value):
+            return True
+    return False
+
+
+def _selects(requirements: Iterable[NodeLabelRequirement], labels: Mapping[str, str]) -> bool:
+    return all(labels.get(r.key) in r.values for r in requirements)
+
+
+def per_node(requests: Mapping[str, Fraction], free: Mapping[str, Fraction], most: int) -> int:
+    """How many pods requesting ``requests`` fit on one node with ``free`` (at most ``most``)."""
+    n = most
+    for r, v in requests.items():
+        if v > 0:
+            n = min(n, floor(free.get(r, Fraction(0)) / v))
+    return max(n, 0)
+
+
+def _in_use(snapshot: Snapshot) -> dict[str, dict[str, Fraction]]:
+    """Node -> what the pods on it request: pods bound there (spec.nodeName), and ungated pods
+    pinned there by their node selector that are not bound yet; terminated pods hold nothing."""
+    used: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    for pod in snapshot.pods.values():
+        if pod.phase in _TERMINATED:
+            continue
+        node = pod.node_name or (pod.node_selector.get(HOSTNAME_LABEL, "")
+                                 if ADMISSION_GATE not in pod.scheduling_gates else "")
+        if node:
+            for r, v in pod.requests.items():
+                used[node][r] += v
+    return used
+
+
+def node_classes(snapshot: Snapshot, workloads: Sequence[Workload]) -> NodeClasses:
+    """Group the schedulable nodes of ``snapshot`` into classes; amounts count in units that
+    divide every free amount and every request of ``workloads`` (coarser, rounding free amounts
+    down and requests up, only if the totals would overflow the solver's integers)."""
+    asked = {r for w in workloads for ps in w.pod_sets for r in ps.requests}
+    keys = {k for f in snapshot.flavors.values() for k in f.node_labels}
+    keys |= {req.key for w in workloads for ps in w.pod_sets for req in ps.node_labels}
+    used = _in_use(snapshot)
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    shape: dict[tuple, tuple] = {}
+    node_free: dict[str, dict[str, Fraction]] = {}
+    for node in snapshot.nodes.values():
+        if node.unschedulable:
+            continue
+        on = used.get(node.name, {})
+        free = {r: node.allocatable.get(r, Fraction(0)) - on.get(r, Fraction(0)) for r in sorted(asked)}
+        node_free[node.name] = free
+        labels = tuple(sorted((k, v) for k, v in node.labels.items() if k in keys))
+        taints = tuple(sorted({t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")},
+                              key=lambda t: (t.key, t.value, t.effect)))
+        key = (tuple(free.items()), labels, taints, not any(on.values()))
+        groups[key].append(node.name)
+        shape[key] = (free, dict(labels), taints, not any(on.values()))
+    classes = tuple(NodeClass(i, tuple(sorted(groups[k])), *shape[k])
+                    for i, k in enumerate(sorted(groups, key=lambda k: (str(k), len(groups[k])))))
+    units: dict[str, Fraction] = {}
+    for r in sorted(asked):
+        frees = [max(c.free.get(r, Fraction(0)), Fraction(0)) for c in classes]
+        asks = [(ps.requests[r], ps.count) for w in workloads for ps in w.pod_sets if r in ps.requests]
+        unit = common_divisor([*frees, *(v for v, _ in asks)])
+
+        def total(u: Fraction) -> int:
+            return sum(floor(f / u) * len(c.nodes) for f, c in zip(frees, classes)) + \
+                sum(-floor(-v / u) * n for v, n in asks)
+
+        while total(unit) > _MAX_TOTAL:
+            unit *= 2  # coarser: free amounts round down, requests up, so nothing over-commits
+        units[r] = unit
+    return NodeClasses(classes, units, node_free)
+
+
+def class_fits(classes: NodeClasses, ps: PodSetSpec, flavor_labels: Mapping[str, str]) -> dict[int, int]:
+    """Class id -> how many pods of ``ps`` fit on one node of it, with a flavor whose nodes carry
+    ``flavor_labels``; classes where none fits are left out."""
+    out = {}
+    for c in classes.classes:
+        if any(c.labels.get(k) != v for k, v in flavor_labels.items()):
+            continue
+        if not _selects(ps.node_labels, c.labels) or not all(tolerates(ps.tolerations, t) for t in c.taints):
+            continue
+        n = per_node(ps.requests, c.free, max(ps.count, 1))
+        if n > 0:
+            out[c.id] = n
+    return out
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The exact placement of a decision: the nodes of each placed pod set, in pod order, what
+    each node has left, and the (workload, class) pairs that did not fit node by node."""
+
+    nodes: Mapping[tuple[str, str], tuple[str, ...]]  # (workload, pod set) -> a node per pod
+    free: Mapping[str, Mapping[str, Fraction]]  # node -> free after placement
+    failed: tuple[tuple[str, int], ...] = ()
+
+
+def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[str, int, int]]],
+                 workloads: Mapping[str, Workload], rank: Mapping[str, int]) -> Assignment:
+    """Pack the pods the solver put in each class onto the class's nodes, first-fit decreasing
+    (largest pods first, nodes in name order), higher-ranked workloads first among equals.
+
+    ``placements``: workload -> (pod set, class id, pods). A class whose pods do not all fit
+    names the lowest-ranked workload placed there in ``failed``.
+    """
+    free = {n: dict(f) for n, f in classes.node_free.items()}
+    by_class: dict[int, list[tuple[str, PodSetSpec, int]]] = defaultdict(list)
+    for w, placed in placements.items():
+        sets = {ps.name: ps for ps in workloads[w].pod_sets}
+        for ps, c, k in placed:
+            by_class[c].extend((w, sets[ps], i) for i in range(k))
+    nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
+    failed = []
+    for c in classes.classes:
+        pods = by_class.get(c.id, [])
+        if not pods:
+            continue
+        scale = {r: v for r, v in c.free.items() if v > 0}
+        pods.sort(key=lambda p: (-max((v / scale[r] if r in scale else 1) for r, v in p[1].requests.items()) if p[1].requests else 0,
+                                 rank.get(p[0], len(rank)), p[0], p[1].name, p[2]))
+        misfit = None
+        for w, ps, _ in pods:
+            node = next((n for n in c.nodes if per_node(ps.requests, free[n], 1)), None)
+            if node is None:
+                if misfit is None or rank.get(w, len(rank)) > rank.get(misfit, len(rank)):
+                    misfit = w
+                continue
+            for r, v in ps.requests.items():
+                free[node][r] = free[node].get(r, Fraction(0)) - v
+            nodes[w, ps.name].append(node)
+        if misfit is not None:
+            failed.append((misfit, c.id))
+    return Assignment({k: tuple(v) for k, v in nodes.items()}, free, tuple(failed))
+
+
+def shortage(classes: NodeClasses, free: Mapping[str, Mapping[str, Fraction]], ps: PodSetSpec,
+             flavors: Mapping[str, Mapping[str, str]]) -> dict[str, object] | None:
+    """Why the pods of ``ps`` do not all fit on the nodes (with what each has ``free``), for the
+    flavor of ``flavors`` (name -> node labels; ``{"": {}}`` for none) that comes closest, as the
+    details of a ``NodesUnfit`` reason; None if they fit with some flavor."""
+    best: tuple[int, dict[str, object]] | None = None
+    for flavor, labels in sorted(flavors.items()):
+        eligible = [n for c in classes.classes for n in c.nodes
+                    if all(c.labels.get(k) == v for k, v in labels.items()) and _selects(ps.node_labels, c.labels)
+                    and all(tolerates(ps.tolerations, t) for t in c.taints)]
+        fit = sum(per_node(ps.requests, free[n], ps.count) for n in eligible)
+        if fit >= ps.count:
+            return None
+        # The resource that holds it back most: the one the fewest pods fit by.
+        asked = [(r, v) for r, v in sorted(ps.requests.items()) if v > 0] or [("pods", Fraction(1))]
+        r, v = min(asked, key=lambda rv: sum(floor(free[n].get(rv[0], Fraction(0)) / rv[1]) for n in eligible))
+        have = sorted((free[n].get(r, Fraction(0)) for n in eligible), reverse=True)
+        whole = sum(1 for h in have if h >= v)
+        nxt = next((h for h in have if h < v), None)
+        words = f"{whole} node{'s' if whole != 1 else ''} {'have' if whole != 1 else 'has'} at least {format_quantity(v)} free"
+        if nxt is not None:
+            words += f", the next best has {format_quantity(max(nxt, Fraction(0)))}"
+        if not eligible:
+            words = "no schedulable node matches its node selector, tolerations and flavor"
+        details = {"podSet": ps.name, "pods": ps.count, "request": f"{format_quantity(v)} {r}",
+                   "flavor": flavor, "fit": fit, "nodes": words}
+        if best is None or fit > best[0]:
+            best = (fit, details)
+    return best[1] if best else None
