@@ -476,6 +476,15 @@ def _create_when_the_webhook_answers(api: client.ApiClient, body: dict[str, Any]
     wait_until(created, 60, f"the webhook to admit Pod {body['metadata']['name']}", interval=0.5, proc=proc)
 
 
+def test_a_missing_namespace_the_controller_may_not_create_is_one_clear_error(
+        plane: ControlPlane, applied: Any, controller_kubeconfig: Path) -> None:
+    proc = start_controller(plane, "--namespace", "not-there", kubeconfig=controller_kubeconfig)
+    assert proc.wait(60) == 1
+    log = controller_log(proc)
+    assert "error: namespace not-there does not exist and the controller may not create it" in log, log
+    assert "create on namespaces" in log and "Traceback" not in log, log
+
+
 def _selectors(api: client.ApiClient) -> list[tuple[Any, Any]]:
     """(namespaceSelector, objectSelector) of each webhook of the two configurations."""
     admission = client.AdmissionregistrationV1Api(api)
