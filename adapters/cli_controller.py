@@ -18,7 +18,8 @@ __all__ = ["controller"]
 @_config
 @_budget
 @click.option("--namespace", metavar="NS", help="The controller's namespace, where its leases (and the webhook's "
-              "Secret) live; it must exist (default: the configuration's controllerNamespace, clueue-system).")
+              "Secret) live, created if missing; its Pods are never queued (default: the configuration's "
+              "controllerNamespace, clueue-system).")
 @click.option("--batch-window", type=click.FloatRange(min=0), default=0.2, show_default=True, metavar="SECONDS",
               help="Run a cycle once nothing changed for this long...")
 @click.option("--max-delay", type=click.FloatRange(min=0), default=2.0, show_default=True, metavar="SECONDS",

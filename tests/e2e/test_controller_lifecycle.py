@@ -61,6 +61,7 @@ def controller(cluster: ControlPlane) -> Iterator[tuple[subprocess.Popen[bytes],
     log = controller_log(proc)
     assert code == 0, log[-4000:]
     assert "no webhook configuration" not in log, log[-4000:]  # registered before any caBundle patch
+    assert "the watch has not brought" not in log, log[-4000:]  # no cycle waited out a stale expectation
 
 
 def user_pod(name: str, cpu: str = "1", group: str | None = None, total: int | None = None,
