@@ -18,9 +18,10 @@ import urllib.request
 from kubernetes import client
 
 from clueue.adapters.kube.apply import GATE
+from clueue.adapters.webhook.configuration import MUTATING_NAME
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
-    DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, lease_holder, metrics_port, start_controller,
-    stop_controller, wait_until,
+    DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, free_port, lease_holder, metrics_port,
+    start_controller, stop_controller, unregister_webhooks, wait_until,
 )
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag, workload_object
 from tests.e2e.test_preemption import preempting_queue
@@ -157,6 +158,29 @@ def test_a_missing_namespace_is_created(cluster, api):
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
     assert f"created namespace {ns}" in controller_log(proc)
+
+
+def test_the_namespace_given_is_the_one_left_unqueued(cluster, api):
+    """--namespace replaces the Configuration's controllerNamespace: the webhook excludes it."""
+    ns = f"clueue-{tag()}"
+    port = free_port()
+    proc = start_controller(cluster, *FAST, "--namespace", ns, "--webhook", "--webhook-bind-address",
+                            f"127.0.0.1:{port}", "--webhook-url", f"https://127.0.0.1:{port}")
+    admission = client.AdmissionregistrationV1Api(api)
+
+    def excluded() -> list[str]:
+        try:
+            (hook,) = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks
+        except client.ApiException:
+            return []
+        return [v for e in hook.namespace_selector.match_expressions or [] if e.operator == "NotIn" for v in e.values]
+    try:
+        assert wait_until(lambda: sorted(excluded()), 60, "the webhook registered", proc=proc) == sorted(
+            ["kube-system", ns])
+    finally:
+        code = stop_controller(proc)
+        unregister_webhooks(api)
+    assert code == 0, controller_log(proc)[-3000:]
 
 
 def test_a_higher_priority_workload_preempts_and_is_admitted_by_the_next_cycle(cluster, api):
