@@ -317,7 +317,11 @@ def _finish_actions(snapshot: Snapshot, built: Workloads) -> list[Action]:
     out = []
     for w in built.by_key.values():  # not built.workloads: a controller never pays for sorting them all
         obj = snapshot.workloads.get(w.key) if w.finished and w.origin != "workload" else None
-        if obj is not None and not obj.finished:
+        # KEP-976 ties Finished to the admitted count: a group never admitted did not run as a
+        # workload, whatever its pods' phases say (a stop by retriable-in-group: false still ends it)
+        never = obj is not None and w.origin == "pod-group" and obj.admission is None \
+            and w.finish.get("succeeded", 0) >= w.finish.get("total", 0)
+        if obj is not None and not obj.finished and not never:
             out.append(Action("finish", w.key, w.key, {"reason": make_reason("Finished", **w.finish).to_dict()}))
     return sorted(out, key=lambda a: a.target)
 
@@ -328,13 +332,19 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
     was decided (but the workloads waiting for those victims) and ungate the pods of every
     admitted workload."""
     actions: list[Action] = []
+    workloads = list(workloads)
+    borrowing = _borrowing(snapshot, workloads, decision)
     for w in workloads:
         if w.finished:
             continue
         if w.key in decision.evicted or w.evict:
             reason = w.evict or _preempted(decision, w.key)
+            by = sorted(p for p, v in decision.preempts if v == w.key)  # Kueue's Preempted reason needs their queues
             actions.append(Action("preempt", w.key, w.key, {"reason": reason.to_dict(),
-                                                            "pods": [{"name": n, "uid": u} for n, u in w.pod_refs]}))
+                                                            "pods": [{"name": n, "uid": u} for n, u in w.pod_refs],
+                                                            "preemptorClusterQueues": {
+                                                                p: decision.cluster_queues.get(p) for p in by},
+                                                            "borrowing": [p for p in by if p in borrowing]}))
         elif w.admission is not None:
             actions += _ungate_actions(snapshot, w, _held_admission(w))
         elif w.key in decision.assignments and w.key not in decision.preempting:
@@ -343,6 +353,34 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                                                           "podSets": [a.to_dict() for a in admission]}))
             actions += _ungate_actions(snapshot, w, admission, pinned)
     return actions
+
+
+def _borrowing(snapshot: Snapshot, workloads: list[Workload], decision: Decision) -> frozenset[str]:
+    """The preempting workloads whose ClusterQueue, once they are admitted and all victims are
+    gone, holds more than its nominal quota of a flavor and resource they use: Kueue calls
+    their preemptions in the cohort reclamation while borrowing."""
+    if not decision.preempts:
+        return frozenset()
+    held: dict[tuple[str, str, str], Any] = {}
+    used: dict[str, set[tuple[str, str]]] = {}
+    for w in workloads:
+        if w.key in decision.preempting:
+            queue, admission = decision.cluster_queues.get(w.key), _admission(w, decision.assignments.get(w.key, {}))
+        elif w.admission is not None and w.key not in decision.evicted and not w.evict:
+            queue, admission = w.admission.cluster_queue, _held_admission(w)
+        else:
+            continue
+        requests = {ps.name: ps.requests for ps in w.pod_sets}
+        for a in admission:
+            for r, f in a.flavors.items():
+                held[(queue or "", f, r)] = held.get((queue or "", f, r), 0) + requests.get(a.name, {}).get(r, 0) * a.count
+                if w.key in decision.preempting:
+                    used.setdefault(w.key, set()).add((f, r))
+    nominal = {(q, fq.flavor, r): rq.nominal for q, cq in snapshot.cluster_queues.items()
+               for g in cq.resource_groups for fq in g.flavors for r, rq in fq.resources.items()}
+    return frozenset(p for p, pairs in used.items() if any(
+        held[(decision.cluster_queues.get(p) or "", f, r)] > nominal.get((decision.cluster_queues.get(p) or "", f, r), 0)
+        for f, r in pairs))
 
 
 def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,

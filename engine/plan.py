@@ -14,10 +14,15 @@ from .objects import Rejected
 from .reasons import Reason
 
 __all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
-           "Plan", "STATES"]
+           "Plan", "STATES", "UNBUILT_CODES"]
 
 PLAN_API_VERSION = "clueue.dev/v1"
 STATES = ("admitted", "pending", "inadmissible", "finished")
+#: Reasons that keep a group of pods from having a Workload object at all (KEP-976: the Workload
+#: is built once the pods the group declares are all there, and never from pods that disagree
+#: on their count): the group is not queued anywhere until they are gone.
+UNBUILT_CODES = frozenset({"GroupIncomplete", "GroupCountMismatch", "InvalidGroupCount", "TooManyRoles",
+                           "InvalidPodGroupSets"})
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,13 @@ class WorkloadEntry:
     reasons: tuple[Reason, ...] = ()
     # (pod set, succeeded pods) of an admitted pod group: its status.reclaimablePods
     reclaimable: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def has_workload_object(self) -> bool:
+        """Whether a Workload object stands for it in the cluster (or apply makes one): False for
+        a group of pods held by one of :data:`UNBUILT_CODES`, which Kueue neither queues nor
+        counts, so queue status, positions and metrics leave it out."""
+        return self.state == "admitted" or not any(r.code in UNBUILT_CODES for r in self.reasons)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "queue": self.queue, "clusterQueue": self.cluster_queue,

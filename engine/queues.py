@@ -12,7 +12,9 @@ Kueue's visibility API numbers them: from 0, in the order the cycle ranked them 
 cycle did not rank comes after the ranked ones, by priority, then as the plan lists it).
 
 Kueue's rules followed here: a workload of a stopped LocalQueue is not pending anywhere (Kueue
-takes the queue out of its queueing), and is given no position.
+takes the queue out of its queueing), and is given no position; nor is a group of pods that has
+no Workload object yet (incomplete, or its pods disagree on their count:
+``WorkloadEntry.has_workload_object``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from fractions import Fraction
 from typing import Any, ClassVar, Iterable, Mapping
 
 from .objects import ClusterQueue
-from .plan import Plan, WorkloadEntry
+from .plan import Plan, PodSetAssignment, WorkloadEntry
 from .quantity import format_quantity, parse_quantity
 from .snapshot import Snapshot
 
 __all__ = ["ResourceUsage", "FlavorUsage", "Condition", "QueueStatus", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
-           "queue_statuses", "pending_positions", "WAITING"]
+           "queue_statuses", "pending_positions", "assignment_usage", "WAITING"]
 
 #: The plan's states of a workload that waits in its queue (Kueue: pending, active or inadmissible).
 WAITING = ("pending", "inadmissible")
@@ -128,7 +130,7 @@ def _local_queue_key(entry: WorkloadEntry) -> str:
 def _queued(entry: WorkloadEntry, snapshot: Snapshot | None) -> bool:
     """Whether a waiting ``entry`` sits in a ClusterQueue's queue: it names one, and (with a
     snapshot) that ClusterQueue exists and its LocalQueue exists and is not stopped."""
-    if entry.state not in WAITING or not entry.cluster_queue:
+    if entry.state not in WAITING or not entry.cluster_queue or not entry.has_workload_object:
         return False
     if snapshot is None:
         return True
@@ -154,16 +156,21 @@ def pending_positions(plan: Plan, snapshot: Snapshot | None = None) -> dict[str,
     return out
 
 
+def assignment_usage(entry: WorkloadEntry, assignment: PodSetAssignment) -> dict[str, Fraction]:
+    """resource -> quantity one pod set of an admitted entry holds: its pods' requests times
+    the admitted count, for each resource its admission names a flavor for (Kueue's
+    ``podSetAssignments[].resourceUsage``)."""
+    requests = next((p.requests for p in entry.pod_sets if p.name == assignment.name), {})
+    return {r: parse_quantity(requests[r]) * assignment.count for r in assignment.flavors if r in requests}
+
+
 def _usage(entry: WorkloadEntry) -> dict[tuple[str, str], Fraction]:
     """(flavor, resource) -> quantity an admitted entry holds: each pod set's requests times its
     admitted count, in the flavor its admission names per resource."""
-    requests = {p.name: p.requests for p in entry.pod_sets}
     held: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
     for a in entry.admission:
-        for resource, flavor in a.flavors.items():
-            quantity = requests.get(a.name, {}).get(resource)
-            if quantity is not None:
-                held[(flavor, resource)] += parse_quantity(quantity) * a.count
+        for resource, quantity in assignment_usage(entry, a).items():
+            held[(a.flavors[resource], resource)] += quantity
     return held
 
 

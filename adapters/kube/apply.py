@@ -5,7 +5,11 @@ Order, and what it guarantees:
 1. **Workloads.** Every workload of the plan gets a ``kueue.x-k8s.io`` Workload object (created
    for pods and pod groups that lack one) whose status records the decision: the admission and
    ``QuotaReserved``/``Admitted`` conditions for admitted ones, ``QuotaReserved=False`` with the
-   reasons' messages for the others. A Workload made for pods matches them: while it holds no
+   reasons' messages for the others; each admitted pod set's ``resourceUsage`` is its requests
+   times its count, as Kueue writes it. A group of pods that cannot make a Workload yet
+   (``WorkloadEntry.has_workload_object``: incomplete, or its pods disagree on their count) gets
+   none, KEP-976's rule, and a Warning Event on each pod when it cannot be built as it is (once
+   per pod and reasons: ``warned``). A Workload made for pods matches them: while it holds no
    admission, one whose pod sets (names, counts, requests) differ from its pods' is deleted (only
    the version read) and created anew, since Kueue's Workloads do not change their pod sets;
    one that holds an admission is left as it is, with a warning. Either way every pod gets an
@@ -30,9 +34,11 @@ Order, and what it guarantees:
    pods (a pod finished, replaced, or deleted while waiting).
 4. **Preemption**, in the same pass as 2 and 3, in the plan's order. Step 1 leaves a victim's
    Workload as it is (it still holds its admission); here, if it still holds
-   ``status.admission``, it loses it and gets ``Evicted=True``, ``QuotaReserved=False`` and
-   ``Admitted=False`` (reason ``Preempted``); when it is admitted again, step 1 turns
-   ``Evicted`` to False. Then its pods, if it is made of plain pods, are deleted as excess pods
+   ``status.admission``, it loses it and gets ``Evicted=True`` (reason ``Preempted``, or the
+   stop's), ``QuotaReserved=False`` (``Pending``) and ``Admitted=False`` (``NoReservation``), and
+   for a preemption ``Preempted=True`` with Kueue's variant (``InClusterQueue``,
+   ``InCohortReclamation``, ``InCohortReclaimWhileBorrowing``); when it is admitted again, step
+   1 turns ``Evicted`` and ``Preempted`` to False. Then its pods, if it is made of plain pods, are deleted as excess pods
    are: preemption removes all pods of a group. A victim that lost its admission meanwhile, or
    whose Workload is gone, is skipped; its pods are still deleted (by uid), since live ungated
    pods count as admitted and would keep holding the quota. The preemptor is never admitted by
@@ -51,7 +57,9 @@ neither does a second cycle on an unchanged cluster: a pending Workload's
 (``[clueue:<digest>]`` at the end of the message) and is rewritten only when they change, not
 when only their wording does, nor when all that changed is whom it waited behind
 (``WaitsBehind`` names workloads admitted in the cycle that decided; the next cycle sees them
-admitted before). Events are recorded on Workloads and pods when something changes. A controller
+admitted before). Events are recorded on Workloads and pods when something changes; a
+controller's Event limit (``events``) drops the Normal ones beyond its rate (counted), never a
+Warning, so Events do not spend the write budget decisions need. A controller
 also paces those pending writes (``pending_writes``, pacing.py): the ones its limit holds back
 are left for a later cycle; no decision is ever held back.
 
@@ -91,7 +99,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import Document, Plan, WorkloadEntry
+from clueue.engine.plan import UNBUILT_CODES
 from clueue.engine.objects import Rejected
+from clueue.engine.quantity import format_quantity
+from clueue.engine.queues import assignment_usage
 from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
 
 from .consistency import admission_difference, missing_owners, pod_set_difference, reasons_digest, tag_of, tagged
@@ -101,7 +112,7 @@ from .pacing import PendingWriteLimiter
 from .errors import ClusterUnavailable, recorded
 from .retry import call, counting_retries, missing_is_none, update_with_retry
 
-__all__ = ["ApplyResult", "apply_plan", "desired_status", "GATE", "FINALIZER", "MANAGER", "WORKERS"]
+__all__ = ["ApplyResult", "SentWarnings", "apply_plan", "desired_status", "GATE", "FINALIZER", "MANAGER", "WORKERS"]
 
 GATE = "kueue.x-k8s.io/admission"
 FINALIZER = "kueue.x-k8s.io/managed"
@@ -126,12 +137,15 @@ class ApplyResult:
     written: list[tuple[str, str, str]] = field(default_factory=list)
     # pending or inadmissible status writes the pending-write limit left for a later cycle
     deferred: list[str] = field(default_factory=list)
+    events_dropped: int = 0  # Normal Events the Event limit (``events``) left unsent
 
     def summary(self) -> str:
         done = (f"{len(self.writes)} written, {len(self.skipped)} already in place, {len(self.errors)} failed, "
                 f"{self.retries} {'retry' if self.retries == 1 else 'retries'}")
         if self.deferred:
             done += f", {len(self.deferred)} pending status writes deferred"
+        if self.events_dropped:
+            done += f", {self.events_dropped} Events over the Event limit not sent"
         return f"{done}; stopped before the end: run apply again to finish" if self.stopped else done
 
 
@@ -167,15 +181,17 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, An
         return {**status, "reclaimablePods": reclaimable}
     if entry.state == "admitted":
         admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
-            {"name": a.name, "count": a.count, "flavors": dict(a.flavors)} for a in entry.admission]}
+            {"name": a.name, "count": a.count, "flavors": dict(a.flavors),
+             "resourceUsage": {r: format_quantity(q) for r, q in sorted(assignment_usage(entry, a).items())}}
+            for a in entry.admission]}
         wanted = [("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)]
-        evicted: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Evicted"), {})
-        if evicted.get("status") == "True":  # admitted again after a preemption, as Kueue records it
-            wanted.append(("Evicted", "False", "QuotaReserved", f"Previously: {evicted.get('message', '')}"))
+        for kind in ("Evicted", "Preempted"):  # admitted again after an eviction, as Kueue records it
+            was: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == kind), {})
+            if was.get("status") == "True":
+                wanted.append((kind, "False", "QuotaReserved", f"Previously: {was.get('message', '')}"))
         conditions = _conditions(status.get("conditions", []), wanted)
         return {**status, "admission": admission, "conditions": conditions}
-    preempted = any(r.code == "Preempted" for r in entry.reasons)  # as the eviction recorded it
-    reason = "Inadmissible" if entry.state == "inadmissible" else "Preempted" if preempted else "Pending"
+    reason = _waiting_reason(entry)
     digest = reasons_digest(entry.reasons)
     old = next((c for c in status.get("conditions", []) if c.get("type") == "QuotaReserved"), {})
     if (old.get("status"), old.get("reason"), tag_of(old.get("message", ""))) == ("False", reason, digest):
@@ -185,13 +201,42 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, An
                                                 [("QuotaReserved", "False", reason, message)])}
 
 
+def _waiting_reason(entry: WorkloadEntry | None) -> str:
+    """Kueue's reason on the ``QuotaReserved=False`` condition of a workload that waits (also
+    right after an eviction released its quota)."""
+    return "Inadmissible" if entry is not None and entry.state == "inadmissible" else "Pending"
+
+
+class SentWarnings:
+    """The Warning Events already recorded on pods about their group (its Workload cannot be
+    built), kept by a controller from apply to apply: each pod is told a reason once, not every
+    cycle. Bounded: beyond ``limit`` pods the oldest are forgotten (and told again if need be)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._told: dict[str, str] = {}  # pod uid -> digest of the reasons it was told
+        self._lock = threading.Lock()
+
+    def first(self, uid: str, digest: str) -> bool:
+        """True if pod ``uid`` has not been told these reasons yet (and remember it now)."""
+        with self._lock:
+            if self._told.get(uid) == digest:
+                return False
+            self._told.pop(uid, None)
+            self._told[uid] = digest
+            while len(self._told) > self.limit:
+                self._told.pop(next(iter(self._told)))
+            return True
+
+
 class _Applier:
     """The writes of one plan. :meth:`fork` gives each workload's chain its own applier: its
     own result and its own view of what its Workload records, over the same clients."""
 
     def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool, fence: Callable[[], None],
                  pending_writes: PendingWriteLimiter | None = None,
-                 cached: Callable[[str, str], Document | None] | None = None) -> None:
+                 cached: Callable[[str, str], Document | None] | None = None,
+                 events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -205,6 +250,8 @@ class _Applier:
         self.uids: dict[str, str] = {}  # workload -> the uid of the Workload that admission is recorded on
         self.pending_writes = pending_writes
         self.cached = cached
+        self.event_limit = events
+        self.warned = warned if warned is not None else SentWarnings()
         self.events: list[Callable[[], str]] = []  # Events to send once the chain's writes are done
         # Pacing in rank order across chains: wait for the paced writes ranked before, then let the next go.
         self.await_turn: Callable[[], None] = lambda: None
@@ -258,6 +305,9 @@ class _Applier:
         ns, name = entry.name.split("/", 1)
         label = f"Workload {entry.name}"
         self.entries[entry.name] = entry
+        if not entry.has_workload_object:
+            self._unbuilt(entry)
+            return
         first = self._first("Workload", entry.name)
         # Not in a controller's cache (which holds its own writes): created without reading first;
         # a Workload made meanwhile after all is found by the create's conflict.
@@ -329,6 +379,52 @@ class _Applier:
         else:
             self.result.skipped.append(f"status {label}")
 
+    def _unbuilt(self, entry: WorkloadEntry) -> None:
+        """A group of pods whose Workload cannot be built yet (KEP-976: not before the pods its
+        count declares are all there, never from pods that disagree on it): no Workload is
+        created, and one made for it earlier (by an older clueue) that holds no admission is
+        deleted; a group that cannot be built as it is (not merely incomplete) is told on each
+        of its pods by a Warning Event, once per pod and reasons (``warned``)."""
+        ns, name = entry.name.split("/", 1)
+        first = self._first("Workload", entry.name)
+        existing = first if first is not None or self.cached is not None else self._get_workload(ns, name)
+        labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+        if existing is not None and labels.get("clueue.dev/origin") == entry.origin \
+                and not (existing.get("status") or {}).get("admission"):
+            self._delete_workload(entry, existing, "its group cannot make a Workload yet")
+        else:
+            self.result.skipped.append(f"create Workload {entry.name}: its group cannot make one yet")
+        problems = [r for r in entry.reasons if r.code in UNBUILT_CODES and r.code != "GroupIncomplete"]
+        if not problems:
+            return  # an incomplete group waits for its pods: nothing is wrong
+        digest = reasons_digest(problems)
+        message = "; ".join(r.message for r in problems)
+        for pod, uid in entry.pods:
+            if self.warned.first(uid or f"{ns}/{pod}", digest):
+                self.event("Pod", "v1", ns, pod, "Warning", "ErrWorkloadCompose",
+                           f"no Workload is made for group {name}: {message}", uid=uid)
+
+    def _delete_workload(self, entry: WorkloadEntry, obj: dict[str, Any], why: str) -> bool:
+        """Delete Workload ``obj`` of ``entry``, only as read (its uid and resourceVersion): True
+        if it is gone; one changed meanwhile is left for the next cycle."""
+        ns, name = entry.name.split("/", 1)
+        label = f"Workload {entry.name}"
+        meta = obj["metadata"]
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(
+            uid=meta.get("uid"), resource_version=meta.get("resourceVersion")))
+        try:
+            self._fenced(lambda: self.custom.delete_namespaced_custom_object(
+                KUEUE_GROUP, self.version, ns, "workloads", name, body=options, **self.dry),
+                deleting=("Workload", entry.name))
+        except ApiException as e:
+            if e.status == 409:
+                self.result.skipped.append(f"delete {label}: it changed meanwhile")
+                return False
+            if e.status != 404:
+                raise
+        self.result.writes.append(f"delete {label}: {why}")
+        return True
+
     def _record(self, workload: str, obj: dict[str, Any]) -> None:
         """What Workload ``obj``, as the API server just returned it, records for its pods."""
         self.recorded[workload] = (obj.get("status") or {}).get("admission")
@@ -376,22 +472,8 @@ class _Applier:
             return obj  # some of its pods cannot be read: what they make is unknown
         difference = pod_set_difference(obj, entry)
         if difference and not (obj.get("status") or {}).get("admission"):
-            meta = obj["metadata"]
             # Only the version read: one admitted or changed meanwhile is left for the next cycle.
-            options = client.V1DeleteOptions(preconditions=client.V1Preconditions(
-                uid=meta.get("uid"), resource_version=meta.get("resourceVersion")))
-            try:
-                self._fenced(lambda: self.custom.delete_namespaced_custom_object(
-                    KUEUE_GROUP, self.version, ns, "workloads", name, body=options, **self.dry),
-                    deleting=("Workload", entry.name))
-            except ApiException as e:
-                if e.status == 409:
-                    self.result.skipped.append(f"replace {label}: it changed meanwhile")
-                    return obj
-                if e.status != 404:
-                    raise
-            self.result.writes.append(f"delete {label}: {difference}; replaced")
-            return None
+            return None if self._delete_workload(entry, obj, f"{difference}; replaced") else obj
         if difference:
             self.result.warnings.append(f"{label} holds an admission but {difference}; it is left as it is "
                                         "while admitted (Kueue's Workloads do not change their pod sets)")
@@ -474,9 +556,13 @@ class _Applier:
         else:
             self.result.skipped.append(f"ungate Pod {target}")
 
-    def preempt(self, target: str, pods: list[tuple[str, str]], code: str, message: str) -> None:
+    def preempt(self, target: str, pods: list[tuple[str, str]], code: str, message: str,
+                variant: tuple[str, str] = ("InClusterQueue", "")) -> None:
         """Evict an admitted workload: its admission released with Kueue's Evicted reason for
-        ``code`` (the plan's reason: a preemption, a drained queue, a deactivation), its pods deleted."""
+        ``code`` (the plan's reason: a preemption, a drained queue, a deactivation), its pods
+        deleted. A preemption also sets ``Preempted=True`` with Kueue's ``variant`` (its reason
+        and who preempts, :func:`_preemption_variant`); either way ``QuotaReserved=False``
+        (``Pending``) and ``Admitted=False`` (``NoReservation``), as Kueue writes an eviction."""
         ns, name = target.split("/", 1)
         label = f"Workload {target}"
         why = _EVICTED_BY.get(code, "Preempted")
@@ -487,9 +573,13 @@ class _Applier:
                 return None  # lost its admission meanwhile: nothing to release
             entry = self.entries.get(target)  # tagged as a pending status is, so the next apply leaves it
             pending = tagged(message, reasons_digest(entry.reasons), _MESSAGE_LIMIT) if entry else message
-            conditions = _conditions(status.get("conditions", []), [
-                ("Evicted", "True", why, message), ("QuotaReserved", "False", why, pending),
-                ("Admitted", "False", why, message)])
+            wanted = [("Evicted", "True", why, message), ("QuotaReserved", "False", _waiting_reason(entry), pending),
+                      ("Admitted", "False", "NoReservation", "The workload has no reservation")]
+            if why == "Preempted":
+                reason, preemptors = variant
+                wanted.append(("Preempted", "True", reason, f"Preempted to accommodate a workload ({preemptors}) "
+                                                            f"due to {_PREEMPTION_WHY[reason]}"))
+            conditions = _conditions(status.get("conditions", []), wanted)
             kept = {k: v for k, v in status.items() if k != "admission"}
             return {**obj, "status": {**kept, "conditions": conditions}}
 
@@ -558,8 +648,13 @@ class _Applier:
               *, uid: str = "") -> None:
         """Record an Event on an object; ``ns`` is "" for a cluster-scoped one, whose Events live
         in ``default`` (as the kubelet's Events on Nodes do), where ``kubectl describe`` finds them.
-        It is sent by :meth:`send_events`, once the chain's writes are done: off their path."""
+        It is sent by :meth:`send_events`, once the chain's writes are done: off their path.
+        A Normal Event beyond the Event limit (``events`` of :func:`apply_plan`) is dropped and
+        counted in ``events_dropped``; a Warning Event is always sent."""
         if self.dry:
+            return
+        if type_ != "Warning" and self.event_limit is not None and not self.event_limit.take():
+            self.result.events_dropped += 1  # routine news beyond the Event budget: counted, not sent
             return
         now = _now()
         home = ns or "default"
@@ -589,7 +684,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                fence: Callable[[], None] | None = None,
                pending_writes: PendingWriteLimiter | None = None, workers: int = WORKERS,
                should_stop: Callable[[], bool] | None = None,
-               cached: Callable[[str, str], Document | None] | None = None) -> ApplyResult:
+               cached: Callable[[str, str], Document | None] | None = None,
+               events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
 
     Each workload's writes form a chain, sent in order (its Workload and status, then its pods'
@@ -621,10 +717,16 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
     first, instead of reading it: a conflict (its resourceVersion is old) reads it and derives
     the change anew. A Workload it does not hold is created without reading first.
 
+    ``events`` (a :class:`~.pacing.PendingWriteLimiter` a controller keeps) limits the Normal
+    Events sent (Admitted, Pending, pod deletions...): those beyond it are dropped and counted
+    in ``events_dropped``, so Events never take the API server's write budget from decisions.
+    Warning Events are always sent. Without it every Event is sent. ``warned``, kept by a
+    controller, tells each pod of a group whose Workload cannot be built why only once.
+
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
     """
-    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes, cached)
+    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes, cached, events, warned)
     result = applier.result
     if applier.version is None:
         result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
@@ -763,13 +865,15 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
                                details["reason"]["message"])
             elif action.kind == "preempt":
                 applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
-                                details["reason"]["code"], details["reason"]["message"])
+                                details["reason"]["code"], details["reason"]["message"],
+                                _preemption_variant(applier.plan, details))
 
 
 def _merge(into: ApplyResult, part: ApplyResult) -> None:
     """A chain's result added to the apply's."""
     for name in ("writes", "skipped", "errors", "warnings", "written", "deferred"):
         getattr(into, name).extend(getattr(part, name))
+    into.events_dropped += part.events_dropped
     into.stopped = into.stopped or part.stopped
 
 
@@ -815,6 +919,34 @@ def _written(obj: Any, deleting: tuple[str, str] | None) -> list[tuple[str, str,
         return [(kind, f"{ns}/{name}" if ns else str(name), str(version))]
     return [(deleting[0], deleting[1], "")] if deleting else []
 
+
+def _preemption_variant(plan: Plan, details: dict[str, Any]) -> tuple[str, str]:
+    """Kueue's reason on a victim's ``Preempted`` condition, from a ``preempt`` action's
+    ``details``, and the preemptors' names: ``InClusterQueue`` when a preemptor is of the
+    victim's ClusterQueue; else ``InCohortReclaimWhileBorrowing`` when a preemptor's queue
+    borrows once it is admitted (``borrowing`` of the action, from the cycle), else
+    ``InCohortReclamation`` (it takes back its nominal quota)."""
+    reason = details.get("reason") or {}
+    victim_cq = (reason.get("details") or {}).get("clusterQueue")
+    preemptors = [str(p) for p in (reason.get("details") or {}).get("preemptors") or []]
+    queues = details.get("preemptorClusterQueues")
+    if not isinstance(queues, dict):  # a plan made before the cycle recorded them: read them from its entries
+        entries = {e.name: e for e in plan.workloads} if preemptors else {}
+        queues = {p: entries[p].cluster_queue for p in preemptors if p in entries}
+    if not preemptors or victim_cq in queues.values() or not queues:
+        variant = "InClusterQueue"
+    elif set(details.get("borrowing") or ()) & set(preemptors):
+        variant = "InCohortReclaimWhileBorrowing"
+    else:
+        variant = "InCohortReclamation"
+    return variant, ", ".join(preemptors)
+
+
+# Kueue's words for each Preempted reason, in the condition's message.
+_PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
+                   "InCohortReclamation": "reclamation within the cohort",
+                   "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+                   "InCohortFairSharing": "fair sharing within the cohort"}
 
 # The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
 _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",

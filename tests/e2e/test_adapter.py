@@ -226,22 +226,44 @@ def test_a_pending_status_is_rewritten_when_its_numbers_change(api):
     assert "2 short" in before["message"] and "3 short" in after["message"]
 
 
-def test_a_pod_groups_workload_follows_its_pods_until_admitted(api):
-    # Created while the group was incomplete (2 of 3 pods), the Workload must not keep 2 pods
-    # and 2 owners once the third arrives and the group is admitted as 3.
+def test_a_pod_groups_workload_is_made_only_once_all_its_pods_are_there(api):
+    # KEP-976: "We can only build the Workload object once we observe the number of Pods defined
+    # by the pod-group-total-count annotation": 2 of 3 pods make no Workload, nor a pending one.
     ns = queue_setup(api, tag(), nominal=4)
     for i in range(2):
         create(api, gated_pod(ns, f"gang-{i}", cpu="1", group="gang", total=3))
-    assert not apply_plan(api, cycle(api)).errors
-    assert workload_object(api, ns, "gang")["spec"]["podSets"][0]["count"] == 2
+    result = apply_plan(api, cycle(api))
+    assert not result.errors and not [w for w in result.writes if ns in w], result.writes
+    with pytest.raises(client.ApiException) as missing:
+        workload_object(api, ns, "gang")
+    assert missing.value.status == 404
     create(api, gated_pod(ns, "gang-2", cpu="1", group="gang", total=3))
     result = apply_plan(api, cycle(api))
-    assert not result.errors and any(w.startswith(f"delete Workload {ns}/gang:") for w in result.writes), result.writes
+    assert not result.errors and f"create Workload {ns}/gang" in result.writes, result.writes
+    assert not [w for w in result.writes if w.startswith("delete Workload")], result.writes
     gang = workload_object(api, ns, "gang")
     assert [p["count"] for p in gang["spec"]["podSets"]] == [3]
-    assert [a["count"] for a in gang["status"]["admission"]["podSetAssignments"]] == [3]
+    assert [(a["count"], a["resourceUsage"]) for a in gang["status"]["admission"]["podSetAssignments"]] == \
+        [(3, {"cpu": "3"})]
     assert sorted(o["name"] for o in gang["metadata"]["ownerReferences"]) == ["gang-0", "gang-1", "gang-2"]
     assert [w for w in apply_plan(api, cycle(api)).writes if ns in w] == []
+
+
+def test_pods_that_disagree_on_their_group_count_make_no_workload_and_are_told_once(api):
+    from clueue.adapters.kube.apply import SentWarnings
+    ns = queue_setup(api, tag(), nominal=4)
+    create(api, gated_pod(ns, "mm-0", group="mm", total=2))
+    create(api, gated_pod(ns, "mm-1", group="mm", total=3))
+    warned = SentWarnings()
+    assert not apply_plan(api, cycle(api), warned=warned).errors
+    assert not apply_plan(api, cycle(api), warned=warned).errors  # told once, not every cycle
+    with pytest.raises(client.ApiException) as missing:
+        workload_object(api, ns, "mm")
+    assert missing.value.status == 404
+    events = client.CoreV1Api(api).list_namespaced_event(ns).items
+    told = sorted((e.involved_object.kind, e.involved_object.name, e.type, e.reason) for e in events)
+    assert told == [("Pod", "mm-0", "Warning", "ErrWorkloadCompose"), ("Pod", "mm-1", "Warning", "ErrWorkloadCompose")]
+    assert all("pod-group-total-count" in e.message or "count" in e.message for e in events), [e.message for e in events]
 
 
 def test_an_admitted_workload_gets_owner_references_for_all_its_pods(api):
@@ -351,3 +373,19 @@ def test_dry_run_of_a_waiting_workload_that_now_fits_would_ungate_it(api):
     result = apply_plan(api, cycle(api), dry_run=True)
     assert f"ungate Pod {ns}/p" in result.writes and not result.errors, result
     assert client.CoreV1Api(api).read_namespaced_pod("p", ns).spec.scheduling_gates
+
+
+def test_normal_events_beyond_the_event_limit_are_dropped_and_counted_warnings_never(api):
+    from clueue.adapters.kube.pacing import PendingWriteLimiter
+    ns = queue_setup(api, tag(), nominal=4)
+    for i in range(3):
+        create(api, gated_pod(ns, f"p{i}"))
+    create(api, gated_pod(ns, "bad-0", group="bad", total=2))
+    create(api, gated_pod(ns, "bad-1", group="bad", total=3))
+    # 3 admissions make 6 Normal Events (Workload and pod; more if other tests' objects are
+    # decided too); a budget of 1 sends one of them
+    result = apply_plan(api, cycle(api), events=PendingWriteLimiter(rate=1e-6, burst=1))
+    assert not result.errors and result.events_dropped >= 5, result.summary()
+    assert f"{result.events_dropped} Events over the Event limit not sent" in result.summary()
+    types = [e.type for e in client.CoreV1Api(api).list_namespaced_event(ns).items]
+    assert types.count("Warning") == 2 and types.count("Normal") <= 1, types

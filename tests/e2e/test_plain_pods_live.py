@@ -256,6 +256,7 @@ def test_a_users_workload_is_admitted_as_kueue_admits_it_and_released_once_finis
     done, waiting = admitted[0], ({"first", "second"} - set(admitted)).pop()
     obj = workload_object(api, ns, done)
     assert obj["status"]["admission"]["podSetAssignments"][0]["count"] == 1
+    assert obj["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {"cpu": "2"}  # requests x count
     assert conditions(obj) == {"QuotaReserved": ("True", "QuotaReserved"), "Admitted": ("True", "Admitted")}
     assert conditions(workload_object(api, ns, waiting))["QuotaReserved"] == ("False", "Pending")
 

@@ -77,8 +77,11 @@ def test_a_higher_priority_workload_preempts_then_is_admitted(api: client.ApiCli
     assert "admission" not in low
     evicted = conditions(low)["Evicted"]
     assert (evicted["status"], evicted["reason"]) == ("True", "Preempted") and f"{ns}/high" in evicted["message"]
+    # as Kueue records a preemption: Preempted with its variant, the quota released as Pending
     assert {k: (c["status"], c["reason"]) for k, c in conditions(low).items() if k != "Evicted"} == \
-           {"Admitted": ("False", "Preempted"), "QuotaReserved": ("False", "Preempted")}
+           {"Admitted": ("False", "NoReservation"), "QuotaReserved": ("False", "Pending"),
+            "Preempted": ("True", "InClusterQueue")}
+    assert f"{ns}/high" in conditions(low)["Preempted"]["message"]
     assert "admission" not in high
     waiting = conditions(high)["QuotaReserved"]
     assert waiting["status"] == "False" and f"{ns}/low" in waiting["message"]
@@ -98,6 +101,9 @@ def test_a_higher_priority_workload_preempts_then_is_admitted(api: client.ApiCli
     evicted = conditions(low)["Evicted"]
     assert (evicted["status"], evicted["reason"]) == ("False", "QuotaReserved")
     assert evicted["message"].startswith("Previously: preempted")
+    preempted = conditions(low)["Preempted"]
+    assert (preempted["status"], preempted["reason"]) == ("False", "QuotaReserved")
+    assert preempted["message"].startswith("Previously: Preempted to accommodate")
 
 
 @pytest.mark.parametrize("selector", [
