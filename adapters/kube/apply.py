@@ -946,7 +946,7 @@ def _preemption_variant(plan: Plan, details: dict[str, Any]) -> tuple[str, str]:
 _PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
                    "InCohortReclamation": "reclamation within the cohort",
                    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
-                   "InCohortFairSharing": "fair sharing within the cohort"}
+                   "InCohortFairSharing": "Fair Sharing within the cohort"}
 
 # The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
 _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",
