@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 
 from kubernetes import client
 
-from clueue.adapters.kube.apply import ApplyResult
+from clueue.adapters.kube.apply import ApplyResult, SentWarnings
 from clueue.adapters.kube.cache import ClusterCache
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
@@ -206,7 +206,11 @@ class Controller:
         self.shutdown_grace = shutdown_grace
         self.session = Session(policy, config)
         self._memo = Memo()  # for the over-quota check, kept across cycles as the session keeps its own
-        self.pending_writes = PendingWriteLimiter()  # paces pending Workloads' condition rewrites across cycles
+        # Writes that inform and decide nothing are paced across cycles, so that a backlog's
+        # restated reasons and routine Events never delay the next decision (pacing.py):
+        self.pending_writes = PendingWriteLimiter(rate=50, burst=100)  # pending Workloads' conditions
+        self.events = PendingWriteLimiter(rate=20, burst=200)  # Normal Events beyond it dropped, never Warnings
+        self.warned = SentWarnings()  # a pod of a group whose Workload cannot be built is told why once
         self.cycles = 0
         self.lease: DeciderLease | None = None
         self._stopping = threading.Event()
@@ -370,7 +374,8 @@ class Controller:
             self.cache.wait_for_expectations(self.expectation_timeout)
             decided = decide_and_apply(self.api, self.policy, self.config, read=read, decide=decide, lease=self.lease,
                                        lease_namespace=self.namespace, memo=self._memo,
-                                       pending_writes=self.pending_writes, cached=self.cache.get,
+                                       pending_writes=self.pending_writes, events=self.events,
+                                       warned=self.warned, cached=self.cache.get,
                                        workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
             result.plan, result.applied = decided.plan, decided.applied
             written = decided.applied.written

@@ -67,6 +67,8 @@ class CycleTally:
     writes: int = 0
     errors: int = 0
     retries: int = 0
+    deferred: int = 0  # pending Workloads' condition rewrites left for a later cycle (pacing)
+    events_dropped: int = 0  # routine Events over the Event limit, not sent
     stopped: bool = False
 
     @property
@@ -111,7 +113,7 @@ def tally_cycle(result: Any) -> CycleTally:
                     counted.created[entry.name] = created
             if entry.state == "admitted" and entry.cluster_queue:
                 counted.admitted_active[entry.cluster_queue] += 1
-            elif entry.state in ("pending", "inadmissible"):
+            elif entry.state in ("pending", "inadmissible") and entry.has_workload_object:
                 if not entry.cluster_queue:
                     counted.unqueued += 1
                 else:
@@ -135,6 +137,7 @@ def tally_cycle(result: Any) -> CycleTally:
                 counted.evicted_written.add(name)
         counted.writes, counted.errors = len(applied.writes), len(applied.errors)
         counted.retries, counted.stopped = applied.retries, applied.stopped
+        counted.deferred, counted.events_dropped = len(applied.deferred), applied.events_dropped
     return counted
 
 
@@ -200,6 +203,10 @@ class Metrics:
         self.writes = Counter("clueue_apply_writes", "Writes made applying plans, by verb.", ["verb"], registry=r)
         self.errors = Counter("clueue_apply_errors", "Writes or reads refused while applying plans.", registry=r)
         self.retries = Counter("clueue_apply_retries", "Requests sent again while applying plans.", registry=r)
+        self.deferred = Counter("clueue_apply_deferred", "Pending Workloads' condition rewrites left for a "
+                                "later cycle by the pending-write limit.", registry=r)
+        self.events_dropped = Counter("clueue_events_dropped", "Routine (Normal) Events not sent: over the "
+                                      "Event limit. Warning Events are never dropped.", registry=r)
         self.stopped = Counter("clueue_apply_stopped", "Applies stopped before the end of their plan "
                                "(API server unavailable or lease lost).", registry=r)
         self.last_cycle = Gauge("clueue_last_cycle_timestamp_seconds", "When the last cycle ended (epoch seconds).",
@@ -257,6 +264,8 @@ class Metrics:
                 self.writes.labels(write.split(" ", 1)[0]).inc()
         self.errors.inc(counted.errors)
         self.retries.inc(counted.retries)
+        self.deferred.inc(counted.deferred)
+        self.events_dropped.inc(counted.events_dropped)
         if counted.stopped:
             self.stopped.inc()
         return counted

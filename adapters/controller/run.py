@@ -14,6 +14,7 @@ A part that cannot start for want of a namespace or a permission is one clear er
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import tempfile
@@ -21,10 +22,10 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
-from clueue.engine import AdapterError, Config, load_policy
+from clueue.engine import AdapterError, Config, Policy, load_policy
 
 from ..files import load_config
 from ..kube.cache import ClusterCache
@@ -99,6 +100,25 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
     # The engine and the webhook exclude the controller's namespace: the one it really runs in.
     config = replace(config, controller_namespace=namespace)
     stop = stop or threading.Event()
+    with _stopped_by_signals(stop):  # from the start: a SIGTERM while starting up stops cleanly too
+        return _run(options, policy, config, namespace, stop)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` (in the main thread; elsewhere the caller sets it)."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: str, stop: threading.Event) -> int:
     api = connect(options.kubeconfig, options.context, in_cluster=options.in_cluster)
     _ensure_namespace(api, namespace)
     identity = make_identity()
@@ -147,26 +167,17 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
 
 def _serve(controller: Controller, stop: threading.Event, rotate: Callable[[], Any] | None) -> int:
     """Run the loop in its thread until ``stop`` (set by SIGTERM/SIGINT) or the loop dies."""
-    handled = (signal.SIGTERM, signal.SIGINT)
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in handled:
-            previous[sig] = signal.signal(sig, lambda signum, frame: stop.set())
     loop = threading.Thread(target=controller.run, name="decision-loop", daemon=True)
     loop.start()
     next_rotation = time.monotonic() + _ROTATE_CHECK_S
-    try:
-        while not stop.wait(0.5) and loop.is_alive():
-            if rotate is not None and time.monotonic() >= next_rotation:
-                next_rotation = time.monotonic() + _ROTATE_CHECK_S
-                try:
-                    rotate()
-                except Exception as e:  # noqa: BLE001 - retried at the next check; the old certificate serves meanwhile
-                    log.warning("renewing the webhook certificate failed: %s", e)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    log.info("stopping: no new cycle; the one in flight may write for %g s more", controller.shutdown_grace)
+    while not stop.wait(0.5) and loop.is_alive():
+        if rotate is not None and time.monotonic() >= next_rotation:
+            next_rotation = time.monotonic() + _ROTATE_CHECK_S
+            try:
+                rotate()
+            except Exception as e:  # noqa: BLE001 - retried at the next check; the old certificate serves meanwhile
+                log.warning("renewing the webhook certificate failed: %s", e)
+    log.info("stopping: no new cycle and no further workload; the workloads being written are finished")
     controller.stop()
     loop.join(controller.shutdown_grace + 10.0)  # a cycle past its grace writes nothing more: safe to leave
     return 1 if not controller.healthy() else 0

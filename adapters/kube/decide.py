@@ -21,7 +21,7 @@ from clueue.engine.memo import Memo
 from clueue.engine.overcommit import over_quota
 from clueue.engine.workloads import build_workloads
 
-from .apply import WORKERS, ApplyResult, apply_plan, desired_status
+from .apply import WORKERS, ApplyResult, SentWarnings, apply_plan, desired_status
 from .consistency import missing_owners, pod_set_difference
 from .errors import api_errors
 from .kinds import KUEUE_GROUP, kueue_version
@@ -50,7 +50,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                      lease: DeciderLease | None = None, memo: Memo | None = None,
                      pending_writes: PendingWriteLimiter | None = None,
                      cached: Callable[[str, str], Document | None] | None = None, workers: int = WORKERS,
-                     should_stop: Callable[[], bool] | None = None) -> Decided:
+                     should_stop: Callable[[], bool] | None = None, events: PendingWriteLimiter | None = None,
+                     warned: SentWarnings | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
     (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
@@ -66,7 +67,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     that the cache shows exactly as the plan wants them are not read again by apply: a cycle over
     a backlog of thousands costs the reads of what changed, not one read per Workload; and
     apply tries its updates on the cached objects first rather than reading them.
-    ``workers`` and ``should_stop`` are :func:`~.apply.apply_plan`'s.
+    ``workers``, ``should_stop``, ``events`` (a limit on routine Events) and ``warned`` (the
+    Warnings already sent) are :func:`~.apply.apply_plan`'s.
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -87,7 +89,7 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         plan = run(snapshot)
         applied = apply_plan(api, unsettled(plan, cached) if cached else plan, dry_run=dry_run,
                              fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
-                             workers=workers, should_stop=should_stop, cached=cached)
+                             workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
