@@ -216,7 +216,7 @@ def cycle_benchmark(scenario: Scenario, *, repeat: int = 3, time_budget: float =
         # would admit what no node holds): admissions are compared in rank order with it.
         placed = greedy_place(snap, built.values())
         ranked = compare_in_rank_order(greedy.ranked, set(ours), set(placed.admitted))
-        result["placement"] = {"clueue": plan_placement(snap, plan).to_dict(), "greedy": placed.to_dict()}
+        result["placement"] = {"clueue": plan_placement(snap, plan, built).to_dict(), "greedy": placed.to_dict()}
         result["rankOrder"] = {"verdict": ranked.verdict, "firstDifference": ranked.first_difference,
                                "position": ranked.position, "reference": "greedy placement"}
         result["defect"] = ranked.verdict == "worse"

@@ -1,16 +1,17 @@
 """The greedy placement reference: gangs placed pod by pod, first fit, as the coscheduling
 plugin lets kube-scheduler place them, and what a plan's placement leaves stranded.
 
-:func:`greedy_place` takes the pending pod groups in Kueue's order (priority, then creation
-time, then name) and places each pod on the first node, in name order, with room for it whose
-labels are those of one of its ClusterQueue's flavors (tried in the queue's order), the node's
-taints tolerated. A gang whose pods do not all find a node is not admitted, but the pods that
-did find one keep their nodes, waiting at Permit as the coscheduling plugin holds them until its
-timeout: that capacity is stranded for every gang after it. Quota is not checked (the
+:func:`greedy_place` takes the pending gangs in Kueue's order (priority, then creation time,
+then name) and places each pod on the first node, in name order, with room for it, carrying
+the labels of the gang's flavor and with its taints tolerated. The flavor is the first of its
+ClusterQueue's flavors on whose nodes the whole gang fits so (more than Kueue, which picks the
+flavor by quota alone, knows). A gang that fits in no flavor is not admitted, but the pods that
+found a node in its first flavor keep it, waiting at Permit as the coscheduling plugin holds
+them until its timeout: that capacity is stranded for every gang after it. Quota is not checked (the
 ``placement`` scenario's quota exceeds its nodes).
 
-:func:`plan_placement` reads the same figures off a clueue plan: the pods its ``ungate`` actions
-pin to nodes. Both report pods placed, gangs admitted, and GPUs stranded: free GPUs on nodes
+:func:`plan_placement` reads the same figures off a clueue plan: the nodes its ``admit`` actions
+place each pod on. Both report pods placed, gangs admitted, and GPUs stranded: free GPUs on nodes
 that are partly used (some GPU in use, some free), plus, for greedy, GPUs held by waiting pods.
 """
 
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from clueue.engine import Plan, Snapshot
-from clueue.engine.placement import HOSTNAME_LABEL, per_node, tolerates
+from clueue.engine.placement import per_node, tolerates
+from clueue.engine.objects import Node, PodSetSpec
 from clueue.engine.workloads import Workload
 
 __all__ = ["PlacementResult", "greedy_place", "plan_placement", "GPU"]
@@ -68,6 +70,23 @@ def _take(free: dict[str, Fraction], requests: Mapping[str, Fraction]) -> None:
         free[r] = free.get(r, Fraction(0)) - v
 
 
+def _first_fit(nodes: Sequence[Node], free: Mapping[str, Mapping[str, Fraction]], pods: Sequence[PodSetSpec],
+               labels: Mapping[str, str]) -> list[tuple[str, PodSetSpec]]:
+    """Each pod in turn on the first node of the flavor (``labels``) with room: the pods that
+    found a node (all of them if the gang fits), without taking anything yet."""
+    left = {n: dict(f) for n, f in free.items()}
+    out = []
+    for ps in pods:
+        node = next((n for n in nodes if n.name in left and all(n.labels.get(k) == v for k, v in labels.items())
+                     and all(n.labels.get(r.key) in r.values for r in ps.node_labels)
+                     and all(tolerates(ps.tolerations, t) for t in n.taints)
+                     and per_node(ps.requests, left[n.name], 1)), None)
+        if node is not None:
+            _take(left[node.name], ps.requests)
+            out.append((node.name, ps))
+    return out
+
+
 def greedy_place(snapshot: Snapshot, workloads: Iterable[Workload]) -> PlacementResult:
     """Place the pending workloads pod by pod, first fit, in Kueue's order (module docstring)."""
     free = _free(snapshot)
@@ -84,39 +103,33 @@ def greedy_place(snapshot: Snapshot, workloads: Iterable[Workload]) -> Placement
             continue
         flavors = [snapshot.flavors[fq.flavor].node_labels for g in cq.resource_groups for fq in g.flavors
                    if fq.flavor in snapshot.flavors]
-        mine = [(ps, i) for ps in w.pod_sets for i in range(ps.count)]
-        done = 0
-        for ps, _ in mine:
-            node = next((n for labels in flavors for n in nodes
-                         if n.name in free and all(n.labels.get(k) == v for k, v in labels.items())
-                         and all(n.labels.get(r.key) in r.values for r in ps.node_labels)
-                         and all(tolerates(ps.tolerations, t) for t in n.taints)
-                         and per_node(ps.requests, free[n.name], 1)), None)
-            if node is None:
-                continue  # the pods placed so far wait at Permit, holding their nodes
-            _take(free[node.name], ps.requests)
-            done += 1
-        if done == len(mine):
+        mine = [ps for ps in w.pod_sets for _ in range(ps.count)]
+        tries = [_first_fit(nodes, free, mine, labels) for labels in flavors]
+        fits = next((t for t in tries if len(t) == len(mine)), None)
+        taken = fits if fits is not None else (tries[0] if tries else [])
+        for node, ps in taken:
+            _take(free[node], ps.requests)
+        if fits is not None:
             admitted.add(w.key)
-            placed += done
-        else:
-            waiting += sum(ps.requests.get(GPU, Fraction(0)) for ps, _ in mine[:done])
+            placed += len(fits)
+        else:  # the pods placed in the first flavor wait at Permit, holding their nodes
+            waiting += sum(ps.requests.get(GPU, Fraction(0)) for _, ps in taken)
     return PlacementResult(placed, len(admitted), _stranded(snapshot, free), int(waiting), frozenset(admitted))
 
 
-def plan_placement(snapshot: Snapshot, plan: Plan) -> PlacementResult:
-    """The placement of ``plan``: the pods its ``ungate`` actions pin to nodes."""
+def plan_placement(snapshot: Snapshot, plan: Plan, workloads: Mapping[str, Workload]) -> PlacementResult:
+    """The placement of ``plan``: the nodes its ``admit`` actions place each pod set's pods on
+    (``nodes``: pod set -> a node per pod)."""
     free = _free(snapshot)
     placed = 0
     gangs: set[str] = set()
     for a in plan.actions:
-        node = a.details.get("nodeSelector", {}).get(HOSTNAME_LABEL) if a.kind == "ungate" else None
-        pod = snapshot.pods.get(a.target)
-        if node is None or pod is None or node not in free:
+        if a.kind != "admit" or "nodes" not in a.details:
             continue
-        _take(free[node], pod.requests)
-        placed += 1
+        sets = {ps.name: ps for ps in workloads[a.workload].pod_sets}
+        for ps, nodes in a.details["nodes"].items():
+            for node in nodes:
+                _take(free[node], sets[ps].requests)
+                placed += 1
         gangs.add(a.workload)
     return PlacementResult(placed, len(gangs), _stranded(snapshot, free), admitted=frozenset(gangs))
-
-

@@ -35,8 +35,8 @@ The shapes:
     Pod groups of mixed shapes: workloads of 1 to 3 pod sets (a launcher, workers, an
     evaluator) with different pod counts and requests, two flavors per ClusterQueue.
 ``placement``
-    1,000 GPU nodes of four shapes, a third partly used, and 5,000 pending pods in gangs (plain
-    pod groups): where the nodes, not the quota, decide. Its backlog is Pods, not Workloads.
+    1,000 GPU nodes of four shapes, a third partly used, and 5,000 pending pods in gangs of 1 to
+    32 pods: where the nodes, not the quota, decide.
 ``fragmentation``
     Awkward sizes (3, 5, 7, 11 CPU) against flavor quotas they do not divide, under a
     hierarchical cohort with lending limits: what first-fit leaves as holes.
@@ -388,30 +388,19 @@ def _node(name: str, gpu_type: str, gpus: int) -> Obj:
                                                    GPU: str(gpus), "pods": "110"}}}
 
 
-def _pod(namespace: str, name: str, *, gpus: int, arrival_ms: int, cls: str, group: str | None = None,
-         total: int = 1, node: str | None = None, priority: int = 0) -> Obj:
-    """A pending, gated pod of a pod group (or, with ``node``, one running there, not queued)."""
-    labels = {CLASS_LABEL: cls}
-    annotations = {ARRIVAL_ANNOTATION: str(arrival_ms), RUNTIME_ANNOTATION: "60000"}
-    spec: Obj = {"containers": [{"name": "c", "image": "registry.example/bench:1", "resources": {"requests": {
-        "cpu": str(8 * gpus), "memory": f"{32 * gpus}Gi", GPU: str(gpus)}}}], "priority": priority}
-    if node is None:
-        labels |= {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/managed": "true",
-                   "kueue.x-k8s.io/pod-group-name": group or name}
-        annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
-        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
-    else:
-        spec["nodeName"] = node
+def _running_pod(name: str, node: str, gpus: int) -> Obj:
+    """A pod running on ``node`` (not queued): it only takes capacity."""
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _timestamp(arrival_ms),
-                         "labels": labels, "annotations": annotations},
-            "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+            "metadata": {"name": name, "namespace": "running", "creationTimestamp": _timestamp(0)},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.example/bench:1", "resources": {
+                "requests": {"cpu": str(8 * gpus), "memory": f"{32 * gpus}Gi", GPU: str(gpus)}}}]},
+            "status": {"phase": "Running"}}
 
 
 def placement(seed: int = 0, scale: float = 1.0) -> Scenario:
     """1,000 GPU nodes of four shapes (a100 and h100, 8 and 4 GPUs; a third partly used by
-    running pods) and 5,000 pending pods in gangs of 1 to 32 pods of 1 to 8 GPUs each, as
-    plain pod groups in 4 ClusterQueues of one cohort whose quota exceeds the nodes: the nodes
+    running pods) and 5,000 pending pods in gangs of 1 to 32 pods of 1 to 8 GPUs each (one
+    Workload each) in 4 ClusterQueues of one cohort whose quota exceeds the nodes: the nodes
     decide what runs. Compared with a greedy per-pod first-fit as the coscheduling plugin places
     pods (bench/greedy_placement.py)."""
     rng = random.Random(seed)
@@ -422,8 +411,7 @@ def placement(seed: int = 0, scale: float = 1.0) -> Scenario:
             name = f"{gpu_type}-{gpus}g-{i:04d}"
             config.append(_node(name, gpu_type, gpus))
             if rng.random() < 0.3:  # partly used: a running pod holds some of its GPUs
-                running.append(_pod("running", f"run-{name}", gpus=rng.randrange(1, gpus), arrival_ms=0,
-                                    cls="running", node=name))
+                running.append(_running_pod(f"run-{name}", name, rng.randrange(1, gpus)))
     teams = [f"team-{t}" for t in range(4)]
     for team in teams:
         config += [_namespace(team), _local_queue(team, team), _cluster_queue(
@@ -431,18 +419,19 @@ def placement(seed: int = 0, scale: float = 1.0) -> Scenario:
                                 _quota(GPU, 2_000, 6_000)]) for f in ("a100", "h100")],
             covered=("cpu", "memory", GPU))]
     config.append(_namespace("running"))
-    pods: list[Obj] = []
-    total, g = _scaled(5000, scale), 0
-    while len(pods) < total:
-        size = min(rng.choice((1, 1, 2, 4, 4, 8, 8, 16, 32)), total - len(pods))
+    workloads: list[Obj] = []
+    total, pods = _scaled(5000, scale), 0
+    while pods < total:
+        size = min(rng.choice((1, 1, 2, 4, 4, 8, 8, 16, 32)), total - pods)
         gpus = rng.choice((1, 2, 4, 8) if size <= 8 else (4, 8))
-        team, t = rng.choice(teams), g * 50
-        name = f"gang-{g:04d}"
-        pods += [_pod(team, f"{name}-{i}", gpus=gpus, arrival_ms=t, cls=f"gang{size}x{gpus}", group=name,
-                      total=size, priority=rng.choice(_PRIORITIES)) for i in range(size)]
-        g += 1
+        g = len(workloads)
+        workloads.append(workload_object(
+            rng.choice(teams), f"gang-{g:04d}", cls=f"gang{size}x{gpus}", priority=rng.choice(_PRIORITIES),
+            arrival_ms=g * 50, runtime_ms=60_000,
+            pod_sets=[("main", size, {"cpu": 8 * gpus, "memory": f"{32 * gpus}Gi", GPU: gpus})]))
+        pods += size
     return Scenario("placement", seed, "1,000 GPU nodes (a third partly used), 5,000 pending pods in gangs",
-                    _ordered(config + running), tuple(pods), scale, {"cohorts": ("gpus",), "nodes": True})
+                    _ordered(config + running), tuple(workloads), scale, {"cohorts": ("gpus",)})
 
 
 _ORDER = {"Namespace": 0, "ResourceFlavor": 1, "Cohort": 2, "ClusterQueue": 3, "LocalQueue": 4}

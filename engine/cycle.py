@@ -22,7 +22,7 @@ from .explain import decode_reasons
 from .facts import render_facts
 from .memo import Memo
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
-from .placement import HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, node_classes, shortage
+from .placement import HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, free_shapes, node_classes, shortage
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
@@ -349,8 +349,11 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             actions += _ungate_actions(snapshot, w, _held_admission(w))
         elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key])
-            actions.append(Action("admit", w.key, w.key, {"clusterQueue": decision.cluster_queues.get(w.key),
-                                                          "podSets": [a.to_dict() for a in admission]}))
+            details = {"clusterQueue": decision.cluster_queues.get(w.key), "podSets": [a.to_dict() for a in admission]}
+            nodes = {ps.name: list(pinned[w.key, ps.name]) for ps in w.pod_sets if (w.key, ps.name) in (pinned or {})}
+            if nodes:  # placement on nodes (docs/placement.md): pod set -> a node per pod
+                details["nodes"] = nodes
+            actions.append(Action("admit", w.key, w.key, details))
             actions += _ungate_actions(snapshot, w, admission, pinned)
     return actions
 
@@ -390,7 +393,7 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
     ClusterQueue's flavors); None without Nodes."""
     if nodes is None or done.placed is None:
         return None
-    free = done.placed.free
+    shapes = free_shapes(nodes, done.placed.free)
 
     def unfit(w: Workload) -> tuple[Reason, ...]:
         lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
@@ -399,7 +402,7 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
         flavors = {f: snapshot.flavors[f].node_labels for f in names if f in snapshot.flavors} or {"": {}}
         out = []
         for ps in w.pod_sets:
-            details = shortage(nodes, free, ps, flavors) if ps.count > 0 else None
+            details = shortage(shapes, ps, flavors) if ps.count > 0 else None
             if details is not None:
                 out.append(make_reason("NodesUnfit", **details))
         return tuple(out)

@@ -26,7 +26,7 @@ from .snapshot import Snapshot
 from .workloads import ADMISSION_GATE, Workload
 
 __all__ = ["HOSTNAME_LABEL", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
-           "assign_nodes", "Assignment", "shortage"]
+           "assign_nodes", "Assignment", "free_shapes", "shortage"]
 
 #: The label an ungated pod is pinned to its node with (docs/placement.md).
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -196,40 +196,50 @@ def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[s
         scale = {r: v for r, v in c.free.items() if v > 0}
         pods.sort(key=lambda p: (-max((v / scale[r] if r in scale else 1) for r, v in p[1].requests.items()) if p[1].requests else 0,
                                  rank.get(p[0], len(rank)), p[0], p[1].name, p[2]))
-        misfit = None
+        fits = True
         for w, ps, _ in pods:
             node = next((n for n in c.nodes if per_node(ps.requests, free[n], 1)), None)
             if node is None:
-                if misfit is None or rank.get(w, len(rank)) > rank.get(misfit, len(rank)):
-                    misfit = w
+                fits = False
                 continue
             for r, v in ps.requests.items():
                 free[node][r] = free[node].get(r, Fraction(0)) - v
             nodes[w, ps.name].append(node)
-        if misfit is not None:
-            failed.append((misfit, c.id))
+        if not fits:  # the lowest-ranked workload placed there gives way, whichever pod was left over
+            failed.append((max((p[0] for p in pods), key=lambda w: (rank.get(w, len(rank)), w)), c.id))
     return Assignment({k: tuple(v) for k, v in nodes.items()}, free, tuple(failed))
 
 
-def shortage(classes: NodeClasses, free: Mapping[str, Mapping[str, Fraction]], ps: PodSetSpec,
+def free_shapes(classes: NodeClasses, free: Mapping[str, Mapping[str, Fraction]]
+                ) -> tuple[tuple[NodeClass, Mapping[str, Fraction], int], ...]:
+    """The nodes by class and by what each has ``free``: (class, free, how many nodes), so that
+    explaining a shortage looks at a few shapes rather than at every node."""
+    counts: dict[tuple[int, tuple[tuple[str, Fraction], ...]], int] = defaultdict(int)
+    for c in classes.classes:
+        for n in c.nodes:
+            counts[c.id, tuple(sorted(free[n].items()))] += 1
+    by_id = {c.id: c for c in classes.classes}
+    return tuple((by_id[c], dict(f), k) for (c, f), k in sorted(counts.items(), key=lambda i: (i[0][0], str(i[0][1]))))
+
+
+def shortage(shapes: Sequence[tuple[NodeClass, Mapping[str, Fraction], int]], ps: PodSetSpec,
              flavors: Mapping[str, Mapping[str, str]]) -> dict[str, object] | None:
-    """Why the pods of ``ps`` do not all fit on the nodes (with what each has ``free``), for the
-    flavor of ``flavors`` (name -> node labels; ``{"": {}}`` for none) that comes closest, as the
-    details of a ``NodesUnfit`` reason; None if they fit with some flavor."""
+    """Why the pods of ``ps`` do not all fit on the nodes (``shapes``: :func:`free_shapes`), for
+    the flavor of ``flavors`` (name -> node labels; ``{"": {}}`` for none) that comes closest, as
+    the details of a ``NodesUnfit`` reason; None if they fit with some flavor."""
     best: tuple[int, dict[str, object]] | None = None
     for flavor, labels in sorted(flavors.items()):
-        eligible = [n for c in classes.classes for n in c.nodes
-                    if all(c.labels.get(k) == v for k, v in labels.items()) and _selects(ps.node_labels, c.labels)
+        eligible = [(f, k) for c, f, k in shapes
+                    if all(c.labels.get(key) == v for key, v in labels.items()) and _selects(ps.node_labels, c.labels)
                     and all(tolerates(ps.tolerations, t) for t in c.taints)]
-        fit = sum(per_node(ps.requests, free[n], ps.count) for n in eligible)
+        fit = sum(k * per_node(ps.requests, f, ps.count) for f, k in eligible)
         if fit >= ps.count:
             return None
         # The resource that holds it back most: the one the fewest pods fit by.
         asked = [(r, v) for r, v in sorted(ps.requests.items()) if v > 0] or [("pods", Fraction(1))]
-        r, v = min(asked, key=lambda rv: sum(floor(free[n].get(rv[0], Fraction(0)) / rv[1]) for n in eligible))
-        have = sorted((free[n].get(r, Fraction(0)) for n in eligible), reverse=True)
-        whole = sum(1 for h in have if h >= v)
-        nxt = next((h for h in have if h < v), None)
+        r, v = min(asked, key=lambda rv: sum(k * floor(f.get(rv[0], Fraction(0)) / rv[1]) for f, k in eligible))
+        whole = sum(k for f, k in eligible if f.get(r, Fraction(0)) >= v)
+        nxt = max((f.get(r, Fraction(0)) for f, _ in eligible if f.get(r, Fraction(0)) < v), default=None)
         words = f"{whole} node{'s' if whole != 1 else ''} {'have' if whole != 1 else 'has'} at least {format_quantity(v)} free"
         if nxt is not None:
             words += f", the next best has {format_quantity(max(nxt, Fraction(0)))}"

@@ -391,8 +391,11 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         admitted = {t.args[0] for t in first["symbols"] if t.name == "admit"}
         checked = _Checked(admitted, first, (), False)
     else:
-        checked = _rank_checks(ctl, ranked, admit_atom, deadline, dict([*choose_atoms, *place_atoms]), values,
-                               rearrange=not placing)
+        if placing:
+            checked = _rank_batches(ctl, ranked, admit_atom, deadline, dict([*choose_atoms, *place_atoms]), values,
+                                    _NodeRoom(ctl, values))
+        else:
+            checked = _rank_checks(ctl, ranked, admit_atom, deadline, dict(choose_atoms), values)
         admitted = checked.admitted
         effort = tuple(a + b for a, b in zip(effort, _effort(ctl)))  # type: ignore[assignment]
     with ctl.backend() as backend:  # the admitted set is decided: fix it, then optimize flavors
@@ -408,7 +411,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     # With Nodes the search already tried used nodes first (_prefer_used_nodes), and improving on
     # that is a packing search of its own: it gets a smaller share.
     share = _PLACEMENT_OPTIMIZE_SHARE if placing else _OPTIMIZE_SHARE
-    grace = min(_GRACE_SECONDS, share * budget) if placing else _GRACE_SECONDS
+    # (the grace period is for finding some plan: with Nodes, the checks' last model is one)
+    grace = 0.0 if placing and checked.model is not None else _GRACE_SECONDS
     final_deadline = max(min(deadline, now + share * budget), now + grace)
     result, finished = _solve(ctl, final_deadline, on_model=lambda m: best.update(_record(m, values)))
     if "symbols" not in best:
@@ -508,9 +512,158 @@ def _prefer_used_nodes(ctl: clingo.Control, place_atoms: Sequence[tuple[clingo.S
             backend.add_heuristic(literal, sign, -1 if values[symbol.arguments[2]] in idle else 1, 1, [])
 
 
+class _NodeRoom:
+    """Whether a candidate's pods could still fit on the node classes beside the placements
+    admitted so far, by the class totals placement.lp bounds them with: a necessary condition,
+    checked in Python so that the many candidates a full cluster leaves out cost no solve."""
+
+    def __init__(self, ctl: clingo.Control, values: _Values) -> None:
+        self.count = {values[c]: values[n] for c, n in _arguments(ctl, "node_class", 2)}
+        self.free = {(values[c], values[r]): values[f] for c, r, f in _arguments(ctl, "class_free", 3)}
+        self.request: dict[tuple[str, str], dict[str, int]] = {}
+        for w, ps, r, a in _arguments(ctl, "node_request", 4):
+            self.request.setdefault((values[w], values[ps]), {})[values[r]] = values[a]
+        self.per_node: dict[tuple[str, str], dict[int, int]] = {}
+        for w, ps, _, c, n in _arguments(ctl, "fits", 5):
+            self.per_node.setdefault((values[w], values[ps]), {})[values[c]] = values[n]
+        self.pod_sets: dict[str, list[tuple[str, int]]] = {}
+        for w, ps, n in _arguments(ctl, "pod_set", 3):
+            if values[n] > 0:
+                self.pod_sets.setdefault(values[w], []).append((values[ps], values[n]))
+        self.used: dict[tuple[int, str], int] = {}  # (class, resource) -> placed
+        self.big: dict[tuple[int, str], int] = {}  # (class, resource) -> pods taking over half a node
+
+    def place(self, symbols: Iterable[clingo.Symbol], values: _Values) -> None:
+        """Count the ``place/4`` atoms among ``symbols`` (a model's: the placements so far)."""
+        self.used, self.big = {}, {}
+        for s in symbols:
+            if s.name != "place":
+                continue
+            w, ps, c, k = (values[a] for a in s.arguments)
+            for r, a in self.request.get((w, ps), {}).items():
+                self.used[c, r] = self.used.get((c, r), 0) + k * a
+                if 2 * a > self.free.get((c, r), 0):
+                    self.big[c, r] = self.big.get((c, r), 0) + k
+
+    def reserve(self, w: str) -> bool:
+        """Whether ``w`` may fit (:meth:`may_fit`); if so, count its pods as placed, class by class
+        in order, so that the next candidates are judged beside it too."""
+        if not self.may_fit(w):
+            return False
+        for ps, count in self.pod_sets.get(w, ()):
+            asks = self.request.get((w, ps), {})
+            for c in sorted(self.per_node.get((w, ps), {})):
+                k = min(count, self._room(w, ps, c, count))
+                for r, a in asks.items():
+                    self.used[c, r] = self.used.get((c, r), 0) + k * a
+                    if 2 * a > self.free.get((c, r), 0):
+                        self.big[c, r] = self.big.get((c, r), 0) + k
+                count -= k
+                if count <= 0:
+                    break
+        return True
+
+    def _room(self, w: str, ps: str, c: int, count: int) -> int:
+        """How many of ``count`` pods of ``ps`` class ``c`` has room for, by its totals."""
+        n = self.count.get(c, 0)
+        most = min(count, self.per_node[(w, ps)][c] * n)
+        for r, a in self.request.get((w, ps), {}).items():
+            if a > 0:
+                f = self.free.get((c, r), 0)
+                most = min(most, (n * f - self.used.get((c, r), 0)) // a)
+                if 2 * a > f:
+                    most = min(most, n - self.big.get((c, r), 0))
+        return max(most, 0)
+
+    def may_fit(self, w: str) -> bool:
+        """Whether the pods of every pod set of ``w`` could still fit, by the class totals."""
+        for ps, count in self.pod_sets.get(w, ()):
+            room = 0
+            for c in self.per_node.get((w, ps), {}):
+                room += self._room(w, ps, c, count)
+                if room >= count:
+                    break
+            if room < count:
+                return False
+        return True
+
+
+def _later_stay_out(ctl: clingo.Control, admit_atom: Mapping[str, int]) -> None:
+    """A check is about its candidates: make the search leave the ones after them out."""
+    with ctl.backend() as backend:
+        for atom in admit_atom.values():
+            backend.add_heuristic(atom, clingo.backend.HeuristicType.Sign, -1, 2, [])
+
+
+_FIRST_BATCH, _MOST_BATCH = 16, 64  # candidates admitted together by one solve, with Nodes
+
+
+def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int], deadline: float,
+                  choose_literal: Mapping[clingo.Symbol, int], values: _Values, room: _NodeRoom) -> _Checked:
+    """Greedy in rank order, as :func:`_rank_checks` without rearranging, but in batches: the
+    next candidates that may still fit on the nodes (``room``) are tried together, beside the
+    flavors and placements of those admitted before them; a batch that fits is admitted whole
+    (each of its members fits beside the ones before it, so rank order holds), one that does
+    not is halved, down to one candidate. Every solve costs the fixed price of propagating the
+    whole program, and a cluster being filled admits most of what it tries."""
+    _later_stay_out(ctl, admit_atom)
+    admitted: set[str] = set()
+    fixed: list[int] = []
+    last: dict[str, Any] | None = None
+    unsure = False
+    size, position = _FIRST_BATCH, 0
+
+    def decided(keys: Iterable[str], ok: bool) -> None:
+        with ctl.backend() as backend:
+            for w in keys:
+                if w in admit_atom:
+                    backend.add_rule([], [-admit_atom[w]] if ok else [admit_atom[w]])
+
+    while position < len(ranked):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _Checked(admitted, last, tuple(ranked[position:]), unsure)
+        batch: list[str] = []
+        while position < len(ranked) and len(batch) < size:
+            w = ranked[position]
+            if w not in admit_atom or (not batch and not room.may_fit(w)):
+                decided([w], False)  # no room beside those admitted: room only shrinks
+            elif not room.reserve(w):
+                break  # no room beside the batch as reserved: it is judged after the batch
+            else:
+                batch.append(w)
+            position += 1
+        if not batch:
+            break
+        found: dict[str, Any] = {}
+        first = last is None and not admitted  # the first solve also prepares the whole program
+        share = 4 * left * len(batch) / (len(ranked) - position + len(batch))
+        limit = time.monotonic() + (left if first else min(left, max(0.5, share)))
+        result, finished = _solve(ctl, limit, assumptions=fixed + [admit_atom[w] for w in batch],
+                                  on_model=lambda m: found.update(_record(m, values)))
+        ok = bool(finished and result is not None and result.satisfiable)
+        if ok:
+            decided(batch, True)
+            admitted.update(batch)
+            last = found
+            fixed = [choose_literal[s] for s in found["chosen"]]
+            room.place(found["chosen"], values)
+            size = min(2 * size, _MOST_BATCH)
+            continue
+        room.place(last["chosen"] if last else (), values)  # forget what the batch reserved
+        if len(batch) > 1:
+            # again from the batch's first member, with half as many (the candidates skipped for
+            # want of room stay decided: room only shrinks)
+            position = ranked.index(batch[0])
+            size = max(1, len(batch) // 2)
+        else:
+            unsure = unsure or not finished
+            decided(batch, False)
+    return _Checked(admitted, last, (), unsure)
+
+
 def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int],
-                 deadline: float, choose_literal: Mapping[clingo.Symbol, int], values: _Values,
-                 *, rearrange: bool = True) -> _Checked:
+                 deadline: float, choose_literal: Mapping[clingo.Symbol, int], values: _Values) -> _Checked:
     """Decide candidates one by one in rank order, each for good before the next.
 
     For each candidate, check (a) keeps the flavors of everything admitted so far and lets only
@@ -519,13 +672,9 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
     short time limit. Until a (b) check first succeeds, the assignment evolves as greedy's does;
     a (b) success puts the admitted set ahead of greedy's in rank order. So the result is never
     worse than greedy, even when (b) checks run out of time (then ``unsure`` is set).
-    ``choose_literal`` maps the ground ``choose/4`` (and ``place/4``) atoms to their literals;
-    without ``rearrange``, check (b) is skipped: greedy in rank order, each candidate choosing
-    its flavors and placement beside those before it (as with Nodes, see :func:`decide`).
+    ``choose_literal`` maps the ground ``choose/4`` atoms to their literals.
     """
-    with ctl.backend() as backend:  # a check is about one candidate: the ones after it stay out
-        for atom in admit_atom.values():
-            backend.add_heuristic(atom, clingo.backend.HeuristicType.Sign, -1, 2, [])
+    _later_stay_out(ctl, admit_atom)
     admitted: set[str] = set()
     flavors: list[int] = []
     last: dict[str, Any] | None = None
@@ -537,12 +686,9 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
         lit = admit_atom.get(w)
         ok = False
         if lit is not None:
-            # Without rearranging, a check is one workload's own placement: give it time enough for
-            # the solve's fixed cost on a large program, and let the budget cut the rank order short.
-            least = 0.02 if rearrange else min(left, 0.5)
-            limit = time.monotonic() + max(least, min(left, 2 * left / (len(ranked) - position)))
+            limit = time.monotonic() + max(0.02, min(left, 2 * left / (len(ranked) - position)))
             found: dict[str, Any] = {}
-            for assumptions in (flavors + [lit], [lit]) if rearrange else (flavors + [lit],):
+            for assumptions in (flavors + [lit], [lit]):
                 result, finished = _solve(ctl, limit, assumptions=assumptions, on_model=lambda m: found.update(_record(m, values)))
                 ok = bool(finished and result is not None and result.satisfiable)
                 if ok:

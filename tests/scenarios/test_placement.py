@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tests.builders import cluster_queue, codes, flavor, group, local_queue, pod, run, states
+from tests.builders import cluster_queue, codes, flavor, group, local_queue, pod, run, states, workload
 
 HOST = "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
@@ -152,3 +152,11 @@ def test_the_solver_places_gangs_that_greedy_pod_order_would_strand():
     plan = run(_queue(), nodes, group("quad", 2, gpu="4"), group("octo", 2, gpu="8", minute=1))
     assert states(plan)["default/quad"] == "admitted" and states(plan)["default/octo"] == "admitted"
     assert Counter(_pinned(plan, "default/octo")) == Counter({"big1": 1, "big2": 1})
+
+
+def test_the_admit_action_records_each_pods_node():
+    objs = [flavor("f"), cluster_queue("cq", {"f": {"cpu": 100}}), local_queue("cq"), node("n1", cpu="8")]
+    plan = run(objs, workload("w", cpu="4", count=2))
+    [admit] = [a for a in plan.actions if a.kind == "admit"]
+    assert admit.details["nodes"] == {"main": ["n1", "n1"]}
+    assert "nodes" not in [a for a in run(_queue(), pod("p")).actions if a.kind == "admit"][0].details
