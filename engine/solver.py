@@ -595,7 +595,9 @@ def _later_stay_out(ctl: clingo.Control, admit_atom: Mapping[str, int]) -> None:
             backend.add_heuristic(atom, clingo.backend.HeuristicType.Sign, -1, 2, [])
 
 
-_FIRST_BATCH, _MOST_BATCH = 16, 64  # candidates admitted together by one solve, with Nodes
+# Candidates admitted together by one solve, with Nodes: the first solve also prepares the whole
+# program, so it tries one; batches then double while they fit.
+_FIRST_BATCH, _MOST_BATCH = 1, 64
 
 
 def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int], deadline: float,
@@ -638,7 +640,7 @@ def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[st
         found: dict[str, Any] = {}
         first = last is None and not admitted  # the first solve also prepares the whole program
         share = 4 * left * len(batch) / (len(ranked) - position + len(batch))
-        limit = time.monotonic() + (left if first else min(left, max(0.5, share)))
+        limit = time.monotonic() + (left if first else min(left, max(0.5, min(share, 2.0))))
         result, finished = _solve(ctl, limit, assumptions=fixed + [admit_atom[w] for w in batch],
                                   on_model=lambda m: found.update(_record(m, values)))
         ok = bool(finished and result is not None and result.satisfiable)
