@@ -114,10 +114,12 @@ def _placed_decision(snapshot: Snapshot, workloads: tuple[Workload, ...], units:
     """Decide, and with Nodes pack the placed pods node by node (placement.py): where a class
     cannot hold what the solver put there, that class is forbidden to the lowest-ranked workload
     placed there (a nogood, unplaceable/2) and the round solves again; after
-    ``_PLACEMENT_SOLVES`` solves, or when the budget is spent, such workloads are left out."""
+    ``_PLACEMENT_SOLVES`` solves, or when the budget left would not hold another solve twice
+    over, the lowest-ranked workloads of such classes are left out until the rest fit."""
     refused: list[tuple[str, int]] = []
     by_key = {w.key: w for w in workloads}
     while True:
+        started = time.monotonic()
         decided = compile_facts(snapshot, workloads, units, memo, nodes=nodes, unplaceable=refused)
         chosen = policy.for_facts(decided.lines, idle)
         decision = decide(render_facts(decided.lines), chosen, budget=max(0.0, deadline - time.monotonic()))
@@ -128,7 +130,8 @@ def _placed_decision(snapshot: Snapshot, workloads: tuple[Workload, ...], units:
         if not placed.failed:
             return decision, chosen, placed
         refused += placed.failed
-        if len(refused) >= _PLACEMENT_SOLVES or time.monotonic() >= deadline:
+        # another solve only if the budget holds it twice over: it costs as much as this one did
+        if len(refused) >= _PLACEMENT_SOLVES or deadline - time.monotonic() < 2 * (time.monotonic() - started):
             break
     while placed.failed:  # out of solves: leave out the workloads that do not fit, lowest-ranked first
         out = {w for w, _ in placed.failed}

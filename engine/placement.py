@@ -196,15 +196,25 @@ def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[s
         scale = {r: v for r, v in c.free.items() if v > 0}
         pods.sort(key=lambda p: (-max((v / scale[r] if r in scale else 1) for r, v in p[1].requests.items()) if p[1].requests else 0,
                                  rank.get(p[0], len(rank)), p[0], p[1].name, p[2]))
+        # In whole units (which divide every free amount and request, or round them safely):
+        # what is left on each node of the class, in the order of ``resources``.
+        resources = sorted({r for _, ps, _ in pods for r in ps.requests})
+        units = [classes.units.get(r, Fraction(1)) for r in resources]
+        left = [[floor(free[n].get(r, Fraction(0)) / u) for r, u in zip(resources, units)] for n in c.nodes]
+        asks: dict[int, list[int]] = {}
         fits = True
         for w, ps, _ in pods:
-            node = next((n for n in c.nodes if per_node(ps.requests, free[n], 1)), None)
-            if node is None:
+            ask = asks.get(id(ps))
+            if ask is None:
+                ask = asks[id(ps)] = [-floor(-ps.requests.get(r, Fraction(0)) / u) for r, u in zip(resources, units)]
+            i = next((i for i, have in enumerate(left) if all(h >= a for h, a in zip(have, ask))), None)
+            if i is None:
                 fits = False
                 continue
+            left[i] = [h - a for h, a in zip(left[i], ask)]
+            nodes[w, ps.name].append(c.nodes[i])
             for r, v in ps.requests.items():
-                free[node][r] = free[node].get(r, Fraction(0)) - v
-            nodes[w, ps.name].append(node)
+                free[c.nodes[i]][r] = free[c.nodes[i]].get(r, Fraction(0)) - v
         if not fits:  # the lowest-ranked workload placed there gives way, whichever pod was left over
             failed.append((max((p[0] for p in pods), key=lambda w: (rank.get(w, len(rank)), w)), c.id))
     return Assignment({k: tuple(v) for k, v in nodes.items()}, free, tuple(failed))

@@ -615,11 +615,12 @@ def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[st
     unsure = False
     size, position = _FIRST_BATCH, 0
 
+    # Decisions so far, as assumptions of the next solves rather than rules (opening a backend
+    # costs milliseconds on a large program); decide() fixes the admitted set as rules after.
+    assumed: list[int] = []
+
     def decided(keys: Iterable[str], ok: bool) -> None:
-        with ctl.backend() as backend:
-            for w in keys:
-                if w in admit_atom:
-                    backend.add_rule([], [-admit_atom[w]] if ok else [admit_atom[w]])
+        assumed.extend(admit_atom[w] if ok else -admit_atom[w] for w in keys if w in admit_atom)
 
     while position < len(ranked):
         left = deadline - time.monotonic()
@@ -640,8 +641,8 @@ def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[st
         found: dict[str, Any] = {}
         first = last is None and not admitted  # the first solve also prepares the whole program
         share = 4 * left * len(batch) / (len(ranked) - position + len(batch))
-        limit = time.monotonic() + (left if first else min(left, max(0.5, min(share, 2.0))))
-        result, finished = _solve(ctl, limit, assumptions=fixed + [admit_atom[w] for w in batch],
+        limit = time.monotonic() + (left if first else min(left, max(0.5, min(share, 1.0))))
+        result, finished = _solve(ctl, limit, assumptions=assumed + fixed + [admit_atom[w] for w in batch],
                                   on_model=lambda m: found.update(_record(m, values)))
         ok = bool(finished and result is not None and result.satisfiable)
         if ok:
