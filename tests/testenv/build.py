@@ -1,4 +1,4 @@
-"""Build kube-apiserver and etcd from the Go module proxy, once per machine.
+"""Build kube-apiserver, kube-scheduler and etcd from the Go module proxy, once per machine.
 
 Why a wrapper module: ``k8s.io/kubernetes`` cannot be ``go install``-ed, because its go.mod
 replaces every staging module (``k8s.io/api``, ``k8s.io/apiserver``, ...) with a local path
@@ -10,13 +10,19 @@ that release's own go.mod, never typed by hand, so it stays right when the versi
 
 etcd is built from the same wrapper: ``go.etcd.io/etcd/server/v3`` has a ``main`` package at its
 module root, and the version is the one the Kubernetes release requires in its go.mod, which is
-the etcd its own integration tests run against.
+the etcd its own integration tests run against.  kube-scheduler comes from the same
+``k8s.io/kubernetes`` release, so the scheduler and the apiserver always match.
+
+Only missing binaries are built: a cache that already holds kube-apiserver and etcd gains
+kube-scheduler by building just that one (most of its packages are in Go's build cache then).
 
 Layout (keyed by version, built once, published atomically)::
 
     $CLUEUE_TESTENV_CACHE                  (default: ${XDG_CACHE_HOME:-~/.cache}/clueue/testenv)
       <k8s version>/bin/kube-apiserver
       <k8s version>/bin/etcd
+      <k8s version>/bin/kube-scheduler
+      <k8s version>/bin/versions.json      {"kubernetes", "etcd", "binaries": {name: version}}
       <k8s version>/src/go.mod             the generated wrapper module (kept for debugging)
       <k8s version>/build.log              full output of the last build
       <k8s version>.lock                   flock held while building
@@ -53,6 +59,7 @@ __all__ = [
     "cache_root",
     "ensure_binaries",
     "main",
+    "missing_binaries",
 ]
 
 #: The Kubernetes release the e2e tests run against.  v1.36.4 is the newest 1.36 patch that the
@@ -65,11 +72,13 @@ KUBERNETES_VERSION = os.environ.get("CLUEUE_TESTENV_K8S_VERSION", DEFAULT_KUBERN
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 ETCD_SERVER_MODULE = "go.etcd.io/etcd/server/v3"
 APISERVER_PACKAGE = "k8s.io/kubernetes/cmd/kube-apiserver"
+SCHEDULER_PACKAGE = "k8s.io/kubernetes/cmd/kube-scheduler"
 
 #: Binaries this module produces, by file name -> Go package to build.
 PACKAGES: dict[str, str] = {
     "kube-apiserver": APISERVER_PACKAGE,
     "etcd": ETCD_SERVER_MODULE,  # the module root is etcd's `package main`
+    "kube-scheduler": SCHEDULER_PACKAGE,
 }
 
 Progress = Callable[[str], None]
@@ -87,6 +96,7 @@ class Binaries:
     etcd_version: str
     kube_apiserver: Path
     etcd: Path
+    kube_scheduler: Path
 
 
 @dataclass(frozen=True)
@@ -133,19 +143,38 @@ def staging_version(kubernetes_version: str) -> str:
     return f"v0.{match.group(1)}"
 
 
-def _existing_binaries(version: str) -> Binaries | None:
-    """The cached binaries of ``version`` if a previous build published them completely."""
+def _read_stamp(version: str) -> dict[str, object]:
+    """The versions.json of ``version``'s bin directory ({} when there is none yet)."""
+    stamp = bin_dir(version) / "versions.json"
+    return json.loads(stamp.read_text()) if stamp.is_file() else {}
+
+
+def missing_binaries(version: str = KUBERNETES_VERSION) -> list[str]:
+    """Names of the binaries (keys of PACKAGES) that ``version``'s cache does not hold yet.
+
+    A binary counts only once versions.json records it: the stamp is written after the files,
+    so a binary left behind by an interrupted build is built again.
+    """
+    recorded = _read_stamp(version).get("binaries")
+    if not isinstance(recorded, dict):
+        # Stamps written before kube-scheduler was added list no binaries: they cover these two.
+        recorded = {"kube-apiserver": 1, "etcd": 1} if _read_stamp(version) else {}
     directory = bin_dir(version)
-    apiserver, etcd = directory / "kube-apiserver", directory / "etcd"
-    stamp = directory / "versions.json"
-    if not (apiserver.is_file() and etcd.is_file() and stamp.is_file()):
+    return [name for name in PACKAGES if name not in recorded or not (directory / name).is_file()]
+
+
+def _existing_binaries(version: str) -> Binaries | None:
+    """The cached binaries of ``version`` if previous builds published every one of them."""
+    if missing_binaries(version):
         return None
-    versions = json.loads(stamp.read_text())
+    directory = bin_dir(version)
+    versions = _read_stamp(version)
     return Binaries(
-        kubernetes_version=versions["kubernetes"],
-        etcd_version=versions["etcd"],
-        kube_apiserver=apiserver,
-        etcd=etcd,
+        kubernetes_version=str(versions["kubernetes"]),
+        etcd_version=str(versions["etcd"]),
+        kube_apiserver=directory / "kube-apiserver",
+        etcd=directory / "etcd",
+        kube_scheduler=directory / "kube-scheduler",
     )
 
 
@@ -328,8 +357,15 @@ def _build_lock(version: str, progress: Progress) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _compile(release: ReleaseInfo, srcdir: Path, outdir: Path, log_path: Path, progress: Progress) -> None:
-    """Run `go build` for both binaries, reporting progress while it runs."""
+def _compile(
+    release: ReleaseInfo,
+    packages: list[str],
+    srcdir: Path,
+    outdir: Path,
+    log_path: Path,
+    progress: Progress,
+) -> None:
+    """Run one `go build` for ``packages`` (shared packages compile once), reporting progress."""
     cmd = [
         _find_go(),
         "build",
@@ -338,7 +374,7 @@ def _compile(release: ReleaseInfo, srcdir: Path, outdir: Path, log_path: Path, p
         f"-ldflags={_ldflags(release)}",
         "-o",
         str(outdir) + os.sep,
-        *PACKAGES.values(),
+        *packages,
     ]
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -386,8 +422,20 @@ def _compile(release: ReleaseInfo, srcdir: Path, outdir: Path, log_path: Path, p
     progress(f"  {compiled} in {minutes}m{seconds:02d}s")
 
 
-def build(version: str = KUBERNETES_VERSION, progress: Progress = print) -> Binaries:
-    """Build both binaries for ``version`` unconditionally (under the lock) and publish them."""
+def build(
+    version: str = KUBERNETES_VERSION,
+    progress: Progress = print,
+    names: list[str] | None = None,
+) -> Binaries:
+    """Build ``names`` (default: every binary) for ``version`` (under the lock) and publish them.
+
+    Each binary is moved into bin/ in one rename and versions.json is rewritten last, so a
+    reader never sees a half-written binary, nor a stamp naming a binary that is not there.
+    """
+    names = list(PACKAGES) if names is None else names
+    unknown = sorted(set(names) - set(PACKAGES))
+    if unknown:
+        raise BuildError(f"unknown testenv binaries {unknown}; known: {sorted(PACKAGES)}")
     vdir = version_dir(version)
     vdir.mkdir(parents=True, exist_ok=True)
     srcdir = vdir / "src"
@@ -396,44 +444,50 @@ def build(version: str = KUBERNETES_VERSION, progress: Progress = print) -> Bina
     progress(f"clueue testenv: reading {KUBERNETES_MODULE}@{version} from the Go module proxy")
     release = read_release(version, srcdir)
     progress(
-        f"clueue testenv: building kube-apiserver {version} and etcd {release.etcd_version} "
-        f"({len(release.staging_modules)} staging modules at {staging_version(version)}) "
-        f"into {bin_dir(version)}; a first build takes about 5-10 minutes on 2 cores"
+        f"clueue testenv: building {', '.join(names)} ({version}, etcd {release.etcd_version}; "
+        f"{len(release.staging_modules)} staging modules at {staging_version(version)}) "
+        f"into {bin_dir(version)}; a first build of all three takes about 6-10 minutes on 2 cores"
     )
     # Start from a fresh go.mod/go.sum each time: -mod=mod fills in the rest deterministically.
     (srcdir / "go.mod").write_text(wrapper_gomod(release))
     (srcdir / "go.sum").unlink(missing_ok=True)
 
-    # Build into a temporary directory next to bin/ (same filesystem), then rename it into place
-    # in one step, so nobody ever sees a half-written binary or only one of the two.
+    # Build into a temporary directory next to bin/ (same filesystem), so the renames into bin/
+    # are atomic.
     staging_dir = Path(tempfile.mkdtemp(prefix="bin-", dir=vdir))
     staging_dir.chmod(0o755)  # mkdtemp makes it private; the binaries are for every user
     try:
-        _compile(release, srcdir, staging_dir, vdir / "build.log", progress)
-        for name, package in PACKAGES.items():
-            produced = staging_dir / _go_output_name(package)
-            if produced != staging_dir / name:
-                produced.rename(staging_dir / name)
-            if not (staging_dir / name).is_file():
-                raise BuildError(f"go build succeeded but produced no {name} binary in {staging_dir}")
-        (staging_dir / "versions.json").write_text(
-            json.dumps({"kubernetes": version, "etcd": release.etcd_version}, indent=2) + "\n"
-        )
+        _compile(release, [PACKAGES[name] for name in names], srcdir, staging_dir, vdir / "build.log", progress)
         final = bin_dir(version)
-        if final.exists():
-            shutil.rmtree(final)
-        staging_dir.rename(final)
+        final.mkdir(exist_ok=True)
+        final.chmod(0o755)
+        for name in names:
+            produced = staging_dir / _go_output_name(PACKAGES[name])
+            if not produced.is_file():
+                raise BuildError(f"go build succeeded but produced no {name} binary in {staging_dir}")
+            # os.replace keeps running copies of an older binary intact (they hold the old inode).
+            os.replace(produced, final / name)
+        stamp = _read_stamp(version) if set(names) != set(PACKAGES) else {}
+        recorded = stamp.get("binaries")
+        binaries = dict(recorded) if isinstance(recorded, dict) else {}
+        if stamp and not binaries:
+            binaries = {"kube-apiserver": version, "etcd": str(stamp.get("etcd", ""))}
+        binaries.update({name: release.etcd_version if name == "etcd" else version for name in names})
+        (staging_dir / "versions.json").write_text(
+            json.dumps({"kubernetes": version, "etcd": release.etcd_version, "binaries": binaries}, indent=2) + "\n"
+        )
+        os.replace(staging_dir / "versions.json", final / "versions.json")
     finally:
-        if staging_dir.exists():
-            shutil.rmtree(staging_dir, ignore_errors=True)
+        shutil.rmtree(staging_dir, ignore_errors=True)
 
-    binaries = _existing_binaries(version)
-    assert binaries is not None
-    return binaries
+    result = _existing_binaries(version)
+    if result is None:
+        raise BuildError(f"{bin_dir(version)} still lacks {missing_binaries(version)} after the build")
+    return result
 
 
 def ensure_binaries(version: str = KUBERNETES_VERSION, progress: Progress = print) -> Binaries:
-    """Return the cached binaries of ``version``, building them first if they are missing.
+    """Return the cached binaries of ``version``, building first the ones that are missing.
 
     Safe to call from concurrent processes: the first one builds while the others wait on the
     lock and then find the finished binaries.
@@ -442,10 +496,12 @@ def ensure_binaries(version: str = KUBERNETES_VERSION, progress: Progress = prin
     if existing is not None:
         return existing
     with _build_lock(version, progress):
-        existing = _existing_binaries(version)  # another process may have finished meanwhile
-        if existing is not None:
-            return existing
-        return build(version, progress)
+        missing = missing_binaries(version)  # another process may have built some meanwhile
+        if not missing:
+            result = _existing_binaries(version)
+            assert result is not None
+            return result
+        return build(version, progress, missing)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -471,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     say(
         f"clueue testenv: ready in {time.monotonic() - started:.0f}s: "
         f"kube-apiserver {binaries.kubernetes_version} at {binaries.kube_apiserver}, "
+        f"kube-scheduler at {binaries.kube_scheduler}, "
         f"etcd {binaries.etcd_version} at {binaries.etcd}"
     )
     return 0

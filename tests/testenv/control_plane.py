@@ -11,11 +11,17 @@
 - a kubeconfig for the admin is written next to the certificates;
 - clueue's CRDs are installed and waited for until they are ``Established``.
 
-There is no kube-controller-manager, no scheduler and no kubelet.  Consequences that tests must
+With ``scheduler=True`` a kube-scheduler of the same release runs too (leader election off,
+the admin's kubeconfig), started once the apiserver is ready and stopped with the plane.  Tests
+then give the cluster nodes by creating Node objects as a kubelet would register them
+(:meth:`ControlPlane.create_node`); the scheduler binds Pods to them.
+
+There is no kube-controller-manager and no kubelet (and no scheduler unless asked for).  Consequences that tests must
 know about: namespaces other than ``default``, ``kube-system``, ``kube-public`` and
 ``kube-node-lease`` have to be created explicitly (:meth:`ControlPlane.create_namespace`), they
 never finish deleting, no ServiceAccount is created in them (so the ServiceAccount admission
-plugin is disabled, or every Pod creation would be refused), and Pods stay ``Pending``.
+plugin is disabled, or every Pod creation would be refused), and Pods stay ``Pending`` (bound
+ones too) until a test sets their phase through the status subresource.
 """
 
 from __future__ import annotations
@@ -369,6 +375,35 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
         return False
 
 
+def _start_on_free_port(
+    name: str,
+    argv_for: Callable[[int], list[str]],
+    log_path: Path,
+    ready_url: Callable[[int], str],
+    context: ssl.SSLContext,
+) -> tuple[_Process, int]:
+    """Start ``argv_for(port)`` on a free port and wait until it listens there and
+    ``ready_url(port)`` answers 200; pick another port (3 tries) if another process won the race."""
+    for attempt in range(3):
+        port = _free_port()
+        process = _Process(name, argv_for(port), log_path)
+        url = ready_url(port)
+
+        def ready(process: _Process = process, port: int = port, url: str = url) -> bool:
+            # The listener check fails fast when another process holds the port.
+            return _listens_on(process.popen.pid, port) and _http_ok(url, context)
+
+        try:
+            _wait_until(ready, process, f"{name} listening and {url} ok")
+        except ControlPlaneError:
+            process.stop()
+            if attempt == 2 or "address already in use" not in process.log_tail():
+                raise
+            continue
+        return process, port
+    raise AssertionError("unreachable")
+
+
 # --------------------------------------------------------------------------------------------
 # The control plane
 # --------------------------------------------------------------------------------------------
@@ -391,6 +426,7 @@ class ControlPlane:
         workdir: Path | None = None,
         keep_workdir: bool = False,
         extra_apiserver_args: Iterable[str] = (),
+        scheduler: bool = False,
         progress: Progress | None = None,
     ) -> None:
         """Prepare (but do not start) a control plane.
@@ -398,6 +434,7 @@ class ControlPlane:
         ``crd_dir``: YAML files to install after start (None installs nothing).
         ``workdir``: where certificates, data and logs go (default: a new temporary directory,
         removed on stop unless ``keep_workdir``).
+        ``scheduler``: also run kube-scheduler against the apiserver.
         """
         self.binaries = binaries
         self.crd_dir = crd_dir
@@ -408,6 +445,8 @@ class ControlPlane:
         self._progress = progress or (lambda message: None)
         self._etcd: _Process | None = None
         self._apiserver: _Process | None = None
+        self.scheduler = scheduler
+        self._scheduler: _Process | None = None
         self._certs: Certificates | None = None
         self.server: str = ""  # https://127.0.0.1:<port> once started
         self.etcd_url: str = ""  # http://127.0.0.1:<port> once started
@@ -436,6 +475,8 @@ class ControlPlane:
             self._start_etcd()
             self._start_apiserver()
             self._write_kubeconfig()
+            if self.scheduler:
+                self._start_scheduler()
             if self.crd_dir is not None:
                 self.install_crds(self.crd_dir)
         except ControlPlaneError as error:
@@ -451,17 +492,17 @@ class ControlPlane:
 
     def _log_tails(self, lines: int = 15) -> str:
         parts = []
-        for process in (self._etcd, self._apiserver):
+        for process in (self._etcd, self._apiserver, self._scheduler):
             if process is not None:
                 parts.append(f"last lines of {process.log_path}:\n{process.log_tail(lines)}")
         return "\n\n".join(parts)
 
     def stop(self, *, keep_workdir: bool = False) -> None:
-        """Kill both process groups (apiserver first) and remove the working directory."""
-        for process in (self._apiserver, self._etcd):
+        """Kill the process groups (scheduler, apiserver, etcd) and remove the working directory."""
+        for process in (self._scheduler, self._apiserver, self._etcd):
             if process is not None:
                 process.stop()
-        self._apiserver = self._etcd = None
+        self._scheduler = self._apiserver = self._etcd = None
         if self._own_workdir and not (self.keep_workdir or keep_workdir):
             shutil.rmtree(self.workdir, ignore_errors=True)
         atexit.unregister(self.stop)
@@ -469,6 +510,7 @@ class ControlPlane:
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again over the same etcd (the data stays), as a
         cluster's apiserver restarts; it listens on a new port, and the kubeconfig is rewritten.
+        A running kube-scheduler is restarted too, as it only knows the old port.
 
         Call it from the main thread: the new apiserver dies with the thread that started it
         (see ``_die_with_parent``)."""
@@ -477,6 +519,10 @@ class ControlPlane:
             self._apiserver = None
         self._start_apiserver()
         self._write_kubeconfig()
+        if self._scheduler is not None:
+            self._scheduler.stop()
+            self._scheduler = None
+            self._start_scheduler()
 
     def _start_etcd(self) -> None:
         for attempt in range(3):
@@ -522,10 +568,10 @@ class ControlPlane:
         certs = self._certs
         context = ssl.create_default_context(cafile=str(certs.ca_cert))
         context.load_cert_chain(str(certs.admin_cert), str(certs.admin_key))
-        for attempt in range(3):
-            port = _free_port()
-            server = f"https://127.0.0.1:{port}"
-            argv = [
+
+        def argv(port: int) -> list[str]:
+            self._progress(f"starting kube-apiserver {self.binaries.kubernetes_version} on 127.0.0.1:{port}")
+            return [
                 str(self.binaries.kube_apiserver),
                 f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1",
@@ -553,25 +599,43 @@ class ControlPlane:
                 "--v=1",
                 *self.extra_apiserver_args,
             ]
-            self._progress(f"starting kube-apiserver {self.binaries.kubernetes_version} on {server}")
-            process = _Process("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
-            readyz = f"{server}/readyz"
 
-            def apiserver_ready(process: _Process = process, port: int = port, url: str = readyz) -> bool:
-                # Our CA already proves identity over TLS; checking the listener keeps the rule
-                # the same as for etcd and fails fast when another process holds the port.
-                return _listens_on(process.popen.pid, port) and _http_ok(url, context)
+        # Our CA already proves identity over TLS; the listener check keeps the rule of etcd.
+        self._apiserver, port = _start_on_free_port(
+            "kube-apiserver", argv, self.workdir / "kube-apiserver.log",
+            lambda port: f"https://127.0.0.1:{port}/readyz", context)
+        self.server = f"https://127.0.0.1:{port}"
 
-            try:
-                _wait_until(apiserver_ready, process, "kube-apiserver listening and /readyz")
-            except ControlPlaneError:
-                process.stop()
-                if attempt == 2 or "address already in use" not in process.log_tail():
-                    raise
-                continue
-            self._apiserver = process
-            self.server = server
-            return
+    def _start_scheduler(self) -> None:
+        """Start kube-scheduler with the admin's kubeconfig and wait until its /readyz is ok.
+
+        The admin identity (system:masters) stands in for system:kube-scheduler: RBAC is not
+        what these tests are about.  Its /readyz turns ok once its informers have synced.
+        """
+        # The scheduler serves its health endpoints over TLS with a self-signed certificate.
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+
+        def argv(port: int) -> list[str]:
+            self._progress(f"starting kube-scheduler {self.binaries.kubernetes_version} (health on {port})")
+            return [
+                str(self.binaries.kube_scheduler),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                # One scheduler: leader election would only delay its start by a lease period.
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--profiling=false",
+                "--v=1",
+            ]
+
+        self._scheduler, _ = _start_on_free_port(
+            "kube-scheduler", argv, self.workdir / "kube-scheduler.log",
+            lambda port: f"https://127.0.0.1:{port}/readyz", insecure)
 
     def _write_kubeconfig(self) -> None:
         assert self._certs is not None
@@ -675,6 +739,57 @@ class ControlPlane:
                 if error.status != 409:  # already exists: fine, tests may share namespaces
                     raise
 
+    def create_node(
+        self,
+        name: str,
+        allocatable: dict[str, str],
+        *,
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+    ) -> None:
+        """Register a Node the way a kubelet would: the object, then its status (Ready, with
+        ``allocatable`` as both capacity and allocatable, e.g. ``{"cpu": "32", "nvidia.com/gpu":
+        "8"}``).  No kubelet runs: Pods bound to it stay Pending until a test sets their phase.
+
+        ``labels`` come on top of ``kubernetes.io/hostname=<name>``, which the scheduler and
+        clueue's placement pin pods by.
+        """
+        from kubernetes import client
+
+        node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": node_labels},
+        }
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # The apiserver drops the status of a created Node; a kubelet writes it afterwards.
+        status = {
+            "status": {
+                "capacity": {"pods": "110", **allocatable},
+                "allocatable": {"pods": "110", **allocatable},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "registered by the clueue test harness",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ],
+                "addresses": [{"type": "Hostname", "address": name}],
+            }
+        }
+        with self.api_client() as api:
+            core = client.CoreV1Api(api)
+            core.create_node(body=cast(Any, body))
+            core.patch_node_status(name, body=cast(Any, status))
+            # Admission (TaintNodesByCondition) taints every new Node not-ready; the node
+            # lifecycle controller of kube-controller-manager, which does not run here, would
+            # lift it once the Node reports Ready.  Lift it as it would (the list is replaced).
+            core.patch_node(name, body=cast(Any, {"spec": {"taints": taints or []}}))
+
     def get_json(self, path: str, accept: str = "application/json") -> dict[str, Any]:
         """GET ``path`` as the admin with plain HTTPS and decode the JSON answer.
 
@@ -687,6 +802,10 @@ class ControlPlane:
         request = urllib.request.Request(self.server + path, headers={"Accept": accept})
         with urllib.request.urlopen(request, timeout=30, context=context) as response:
             return dict(json.loads(response.read()))
+
+    def scheduler_log(self) -> Path:
+        """Path of the kube-scheduler log (useful in assertion messages)."""
+        return self.workdir / "kube-scheduler.log"
 
     def apiserver_log(self) -> Path:
         """Path of the kube-apiserver log (useful in assertion messages)."""
