@@ -14,7 +14,9 @@ long as it leads, renewed in the background, and runs a cycle:
 - **again, with back-off** (1 s doubling to 60 s), after a cycle that failed or whose apply
   reported errors or stopped; at once after one that evicted (its preemptors are admitted
   by the next cycle, once the evictions are written); and 1-10 s after one whose rewrites of
-  pending Workloads' conditions were paced (``ApplyResult.deferred``, adapters/kube/pacing.py).
+  pending Workloads' conditions were paced (``ApplyResult.deferred``, adapters/kube/pacing.py);
+- **when a PodGroup's schedule timeout or requeue back-off ends** (``Decided.next_due``): the
+  passing of time is no change of the cluster, yet it decides a release or a new admission.
 
 Each cycle waits until the cache holds this controller's own previous writes (the cache's
 expectations), takes a snapshot of the cache, decides in one :class:`~clueue.engine.cycle.Session`
@@ -51,7 +53,7 @@ from clueue.engine import ClueueError, Config, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
 
-__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle"]
+__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle", "wait_before_cycle", "monotonic_at"]
 
 log = logging.getLogger("clueue.controller")
 
@@ -69,7 +71,8 @@ class CycleResult:
     ``phases`` holds the seconds of ``snapshot`` (waiting for the cache and reading it, with a
     resync's lists), ``decide`` (the session's cycle) and ``apply`` (the writes); ``started`` is
     the wall-clock time the cycle began (epoch seconds). ``error`` is set when the cycle failed,
-    and then ``plan`` and ``applied`` are None.
+    and then ``plan`` and ``applied`` are None. ``next_due`` is when the next PodGroup schedule
+    timeout or back-off ends (epoch seconds; None: none), the loop's next cycle at the latest.
     """
 
     started: float
@@ -79,6 +82,7 @@ class CycleResult:
     phases: dict[str, float] = field(default_factory=lambda: {"snapshot": 0.0, "decide": 0.0, "apply": 0.0})
     error: str = ""
     resynced: bool = False
+    next_due: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -131,6 +135,27 @@ class Backoff:
 
     def succeeded(self) -> None:
         self.current = 0.0
+
+
+def wait_before_cycle(now: float, resync_at: float, *deadlines: float | None) -> float:
+    """Seconds to wait before the next cycle (0: start it now): until the resync is due at
+    ``resync_at`` or the earliest of ``deadlines`` (times of the same clock as ``now``; None:
+    not set) comes.
+
+    >>> wait_before_cycle(10.0, 300.0, None, 12.5)
+    2.5
+    """
+    return max(0.0, min([resync_at - now] + [d - now for d in deadlines if d is not None]))
+
+
+def monotonic_at(epoch: float | None, *, wall: float, mono: float) -> float | None:
+    """The monotonic time at which the wall clock (now ``wall``, monotonic ``mono``) shows
+    ``epoch``; None for None.
+
+    >>> monotonic_at(1000, wall=990.5, mono=7.0)
+    16.5
+    """
+    return None if epoch is None else mono + max(0.0, epoch - wall)
 
 
 def log_cycle(result: CycleResult) -> None:
@@ -254,6 +279,7 @@ class Controller:
         debounce = Debounce(self.batch_window, self.max_delay)
         backoff = Backoff()
         retry_at: float | None = None
+        due_at: float | None = None  # monotonic: a PodGroup timeout or back-off ends (Decided.next_due)
         next_resync = 0.0
         try:
             while not self._stopping.is_set():
@@ -272,14 +298,19 @@ class Controller:
                 if changed:
                     log.debug("changed: %s", ", ".join(sorted(changed)))
                     debounce.note(now)
-                resync = now >= next_resync
-                waits = [w for w in (debounce.due_in(now), None if retry_at is None else retry_at - now) if w is not None]
-                if not resync and (not waits or min(waits) > 0):
-                    self.cache.wait_changed(min(waits + [next_resync - now, 0.5]))
+                batch = debounce.due_in(now)
+                wait = wait_before_cycle(now, next_resync, None if batch is None else now + batch, retry_at, due_at)
+                if wait > 0:
+                    self.cache.wait_changed(min(wait, 0.5))  # 0.5: the leadership and the lease are looked at again
                     continue
+                resync = now >= next_resync
                 debounce.reset()
                 retry_at = None
                 result = self._cycle(resync)
+                # Wall clock to monotonic now, with a hundredth of a second over: woken a moment
+                # early, the cycle would find nothing due yet and be due again at once.
+                due_at = monotonic_at(None if result.next_due is None else result.next_due + 0.01,
+                                      wall=time.time(), mono=time.monotonic())
                 if resync and not result.error:
                     next_resync = time.monotonic() + self.resync_period
                 if result.failed:
@@ -377,7 +408,7 @@ class Controller:
                                        pending_writes=self.pending_writes, events=self.events,
                                        warned=self.warned, cached=self.cache.get,
                                        workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
-            result.plan, result.applied = decided.plan, decided.applied
+            result.plan, result.applied, result.next_due = decided.plan, decided.applied, decided.next_due
             written = decided.applied.written
             self._tell(decided.applied)
         except ClueueError as e:

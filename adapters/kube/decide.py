@@ -42,6 +42,9 @@ class Decided:
 
     plan: Plan | None  # None: nothing was decided (kueue.x-k8s.io is not installed)
     applied: ApplyResult
+    # when the next PodGroup schedule timeout or back-off ends (epoch seconds; None: none, or
+    # nothing was written): not a change of the cluster, so a controller must cycle then itself
+    next_due: int | None = None
 
 
 def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Config(), *, dry_run: bool = False,
@@ -81,6 +84,7 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     if version is None:  # before the lease: a cluster without Workloads has nothing to decide
         return Decided(None, ApplyResult(errors=[f"{KUEUE_GROUP} is not installed: Workloads cannot be written; "
                                                  "nothing applied"]))
+    next_due = None
     with contextlib.ExitStack() as held:
         if not dry_run and lease is None:
             with api_errors(api, f"taking Lease {namespace}/{LEASE_NAME}"):
@@ -93,12 +97,13 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, snapshot, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
-            applied.writes += write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,
-                                                    fence=lease.fence if lease else None)  # podgroup_status.py
+            group_writes, next_due = write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,
+                                                           fence=lease.fence if lease else None)  # podgroup_status.py
+            applied.writes += group_writes
     if memo is not None:
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]
-    return Decided(plan, applied)
+    return Decided(plan, applied, next_due)
 
 
 def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan:

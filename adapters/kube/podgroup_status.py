@@ -35,21 +35,23 @@ _STATUS_FIELDS = ("phase", "running", "succeeded", "failed", "scheduleStartTime"
 
 def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, version: str = "v1beta1",
                           now: float | None = None, fence: Callable[[], None] | None = None, dry_run: bool = False,
-                          errors: list[str] | None = None) -> list[str]:
+                          errors: list[str] | None = None) -> tuple[list[str], int | None]:
     """Decide (:func:`~clueue.engine.podgroups.podgroup_statuses` at ``now``, default the
     clock) and write what ``plan`` leaves of the PodGroups of ``snapshot``; returns the writes
     done (``status PodGroup NS/NAME``, ``release PodGroup NS/NAME``, ``delete Pod NS/NAME``,
-    ``delete Workload NS/NAME``, ``backoff-over PodGroup NS/NAME``); ``version`` is the served
-    kueue.x-k8s.io version. ``errors`` as in :func:`~.queue_status.write_queue_status`.
+    ``delete Workload NS/NAME``, ``backoff-over PodGroup NS/NAME``) and when the next schedule
+    timeout or back-off ends (epoch seconds; None: none is running), for a controller to cycle
+    then; ``version`` is the served kueue.x-k8s.io version. ``errors`` as in :func:`~.queue_status.write_queue_status`.
 
     Raises:
         ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
         LeaseLost: ``fence`` found the decider lease lost (without ``errors``).
     """
     if not snapshot.pod_groups:
-        return []
+        return [], None
     decisions = podgroup_statuses(snapshot, plan, int(time.time() if now is None else now))
-    return apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors)
+    writes = apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors)
+    return writes, decisions.next_due or None
 
 
 def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *, version: str = "v1beta1",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from clueue.adapters.controller.loop import Backoff, Controller, CycleResult, Debounce
+from clueue.adapters.controller.loop import Backoff, Controller, CycleResult, Debounce, monotonic_at, wait_before_cycle
 from clueue.adapters.controller.run import parse_bind
 from clueue.adapters.kube.apply import ApplyResult
 from clueue.adapters.kube.cache import ClusterCache, caught_up, newer_or_equal
@@ -217,3 +217,16 @@ def test_apply_is_not_handed_workloads_the_cache_shows_as_planned():
     kept = unsettled(plan, lambda kind, key: cached.get(key) if kind == "Workload" else None)
     assert [e.name for e in kept.workloads] == ["ns/other", "ns/acted", "ns/new"]
     assert kept.actions == plan.actions
+
+
+def test_the_loop_wakes_when_a_podgroup_timeout_ends_before_the_resync():
+    # A schedule timeout ends at epoch 1_000 (Decided.next_due), 5 s from now on the wall clock.
+    due = monotonic_at(1_000, wall=995.0, mono=50.0)
+    assert due == 55.0
+    assert wait_before_cycle(50.0, 350.0, None, None, due) == 5.0  # not the resync's 300 s
+    assert wait_before_cycle(55.0, 350.0, None, None, due) == 0.0  # due: a cycle now
+    assert wait_before_cycle(50.0, 350.0, 50.2, None, due) == pytest.approx(0.2)  # a batch comes first
+    assert wait_before_cycle(50.0, 350.0, None, None, None) == 300.0
+    assert monotonic_at(None, wall=995.0, mono=50.0) is None
+    assert monotonic_at(990, wall=995.0, mono=50.0) == 50.0  # already past: at once
+    assert CycleResult(started=0.0).next_due is None
