@@ -95,8 +95,8 @@ class Debounce:
     """When a batch of changes is due: ``window`` seconds after the last change, and at most
     ``max_delay`` seconds after the first. Times are the caller's (monotonic) clock.
 
-    >>> d = Debounce(0.2, 2.0); d.note(10.0); d.due_in(10.1)
-    0.1...
+    >>> d = Debounce(0.2, 2.0); d.note(10.0); round(d.due_in(10.1), 3)
+    0.1
     """
 
     window: float
