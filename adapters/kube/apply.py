@@ -66,7 +66,10 @@ are left for a later cycle; no decision is ever held back.
 **Concurrent writes.** The writes of one workload (its Workload and status, then its pods, its
 eviction) form a chain, kept in the order above; chains of different workloads depend on
 nothing of each other and run on a pool of threads (``workers``), step 1 of every chain before
-steps 2-4 of any. A stop (the server gone, the lease lost) lets no further chain start; a
+steps 2-4 of any. Before any step 1, what gives quota back is written: ``finish`` (a Workload
+Finished) and the status of Workloads admitted before the plan (their succeeded pods'
+``reclaimablePods``). The cycle may admit into that quota; written first, a stop in between never
+leaves the recorded admissions over a quota (the succeeded pods no longer use it either way). A stop (the server gone, the lease lost) lets no further chain start; a
 controller's shutdown (``should_stop``) starts no further workload but lets each one started
 finish, so none is left half written. Events come after every write, off their path.
 
@@ -753,6 +756,17 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                 halted.append(str(e))
         return own
 
+    def release(chain: _Chain) -> _Applier:
+        """Before step 1 of any chain: what gives quota back (a Workload finished, the succeeded
+        pods of one admitted before), so that a stop before the admissions that reuse that quota
+        never leaves more admitted than the quota holds."""
+        own = applier.fork()
+        if chain.holding:
+            assert chain.entry is not None
+            entry = chain.entry
+            guarded(own, False, lambda: _write_workload(own, entry))
+        return guarded(own, False, lambda: _act(own, chain.releases))
+
     def workload(index: int, chain: _Chain) -> _Applier:
         """Step 1 of a chain: its Workload and status."""
         own = applier.fork()
@@ -760,7 +774,7 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
             previous = next((i for i in range(index - 1, -1, -1) if chains[i].turn is not None), None)
             own.await_turn = (lambda: turns[previous].wait()) if previous is not None else (lambda: None)
             own.end_turn = turns[index].set
-        entry = chain.entry
+        entry = None if chain.holding else chain.entry  # a holder's was written with the releases
         try:
             return own if entry is None else guarded(own, True, lambda: _write_workload(own, entry))
         finally:
@@ -775,26 +789,30 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
         return guarded(own, chain.entry is None, lambda: _act(own, chain.actions))
 
     with counting_retries() as tally:
-        # Steps 1 of every chain, then steps 2-4: every Workload of the plan is written before any
-        # pod, as a serial apply does, and each workload's own order holds.
+        # What gives quota back first, then steps 1 of every chain, then steps 2-4: no admission is
+        # recorded before the quota it reuses is released, every Workload of the plan is written
+        # before any pod, as a serial apply does, and each workload's own order holds.
+        releasing = [chain for chain in chains if chain.releasing]
         if workers <= 1 or len(chains) <= 1:
+            zeros = [release(chain) for chain in releasing]
             firsts = [workload(i, chain) for i, chain in enumerate(chains)]
             done = [actions(chain, first) for chain, first in zip(chains, firsts)]
-            warned = [own.send_events() for own in firsts + done + [applier] if not halted]
+            warned = [own.send_events() for own in zeros + firsts + done + [applier] if not halted]
         else:
             with ThreadPoolExecutor(min(workers, len(chains)), thread_name_prefix="clueue-apply") as pool:
                 def each(fn: Callable[..., _Applier], *args: Any) -> list[_Applier]:
                     # each in a copy of this context: retries are counted on this apply's tallies
                     futures = [pool.submit(contextvars.copy_context().run, fn, *a) for a in zip(*args)]
                     return [f.result() for f in futures]
+                zeros = each(release, releasing)
                 firsts = each(workload, range(len(chains)), chains)
                 done = each(actions, chains, firsts)
                 # the Events after every write: none waits behind one (a server gone would refuse them)
-                warned = [f.result() for f in [pool.submit(own.send_events) for own in firsts + done + [applier]
-                                                if not halted]]
-    for own, warnings in zip(firsts + done + [applier], warned):
+                warned = [f.result() for f in [pool.submit(own.send_events)
+                                                for own in zeros + firsts + done + [applier] if not halted]]
+    for own, warnings in zip(zeros + firsts + done + [applier], warned):
         own.result.warnings += warnings
-    for own in firsts + done:
+    for own in zeros + firsts + done:
         _merge(result, own.result)
     if halted:
         result.errors.append(halted[0])  # one cause, said once: the chains in flight met the same
@@ -810,10 +828,16 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
 class _Chain:
     """One workload's writes, in order: its Workload entry, then the plan's actions on it."""
 
-    workload: str
+    name: str
     entry: WorkloadEntry | None = None
     actions: list[Any] = field(default_factory=list)
     turn: bool | None = None  # True: its status write is paced, in the chains' order
+    releases: list[Any] = field(default_factory=list)  # its ``finish``: quota given back, before any admission
+    holding: bool = False  # admitted before this plan: its status write can only give quota back
+
+    @property
+    def releasing(self) -> bool:
+        return bool(self.releases) or self.holding
 
 
 def _chains(plan: Plan, paced: bool) -> list[_Chain]:
@@ -827,9 +851,13 @@ def _chains(plan: Plan, paced: bool) -> list[_Chain]:
         chains.setdefault(entry.name, _Chain(entry.name)).entry = entry
         if paced and entry.state in _WAITING:
             chains[entry.name].turn = True
+    admitting = {a.target for a in plan.actions if a.kind == "admit"}
+    for chain in chains.values():
+        chain.holding = chain.entry is not None and chain.entry.state == "admitted" and chain.name not in admitting
     for action in plan.actions:
         key = action.workload or action.target
-        chains.setdefault(key, _Chain(key)).actions.append(action)
+        chain = chains.setdefault(key, _Chain(key))
+        (chain.releases if action.kind == "finish" else chain.actions).append(action)
     ordered = list(chains.values())
     return [c for c in ordered if not c.turn] + [c for c in ordered if c.turn]
 

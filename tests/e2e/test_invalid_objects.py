@@ -69,8 +69,11 @@ def test_malformed_objects_are_left_out_with_a_reason_and_an_event(api):
     assert ("Workload", "bad", "Inadmissible", "Warning") in events
     assert "ClusterQueue cq-bad" in next(c["message"] for c in workload_object(api, ns, "via-broken")["status"]["conditions"]
                                          if c["type"] == "QuotaReserved")
-    assert "pod-group-sets" in next(c["message"] for c in workload_object(api, ns, "sets")["status"]["conditions"]
-                                    if c["type"] == "QuotaReserved")
+    # a group whose pod-group-sets cannot be read makes no Workload (KEP-976): its pod is told why
+    assert "pod-group-sets" in events[("Pod", "driver", "ErrWorkloadCompose", "Warning")]
+    with pytest.raises(client.ApiException) as missing:
+        workload_object(api, ns, "sets")
+    assert missing.value.status == 404
     cq_events = _events(api, "default")
     message = cq_events[("ClusterQueue", f"cq-bad-{t}", "InvalidObject", "Warning")]
     assert "spec.resourceGroups[0].flavors[0].resources[0].name" in message
