@@ -209,7 +209,8 @@ def workloads(paths: tuple[str, ...], scope: Scope, for_: str | None, statuses: 
     now = time.time()
     rows = []
     for w in plan.workloads:
-        if (w.state not in wanted or not scope.shows(w, snapshot) or (target and not _owned_by(w, target, scope.namespace))
+        # a group that cannot make its Workload yet (incomplete, ...) is no workload to Kueue's tools
+        if (not w.has_workload_object or w.state not in wanted or not scope.shows(w, snapshot) or (target and not _owned_by(w, target, scope.namespace))
                 or (clusterqueue and w.cluster_queue != clusterqueue) or (localqueue and w.queue != localqueue)):
             continue
         ns, name = w.name.split("/", 1)

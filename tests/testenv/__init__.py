@@ -1,6 +1,7 @@
-"""A real Kubernetes control plane (etcd + kube-apiserver) for clueue's end-to-end tests.
+"""A real Kubernetes control plane (etcd, kube-apiserver, and kube-scheduler where placement
+matters) for clueue's end-to-end tests.
 
-- ``tests.testenv.build`` compiles the two binaries from the Go module proxy once per machine
+- ``tests.testenv.build`` compiles the three binaries from the Go module proxy once per machine
   and caches them (``python -m tests.testenv.build`` does it ahead of time).
 - ``tests.testenv.control_plane`` starts them on loopback ports with generated certificates,
   installs clueue's CRDs and tears everything down again.

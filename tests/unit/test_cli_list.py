@@ -28,8 +28,9 @@ def test_workloads_show_positions_of_waiting_ones_only():
     waiting = {k: (r["positionInClusterQueue"], r["positionInLocalQueue"]) for k, r in rows.items()
                if r["status"] in ("pending", "inadmissible")}
     assert waiting and all(r["positionInClusterQueue"] is None for r in rows.values() if r["status"] == "admitted")
-    # (an incomplete pod group waits without a place in the queues)
-    research = sorted(v for k, v in waiting.items() if k.startswith("research/") and v != (None, None))
+    # every waiting workload has its place; an incomplete pod group is none yet (it has no Workload)
+    assert all(v != (None, None) for v in waiting.values())
+    research = sorted(v for k, v in waiting.items() if k.startswith("research/"))
     assert research == [(i, i) for i in range(len(research))]  # one LocalQueue: the same positions
 
 
@@ -84,8 +85,7 @@ def test_queues_counts_match_the_workloads():
     workloads = _json("workloads")
     for cq in _json("clusterqueues"):
         mine = [w for w in workloads if w["clusterQueue"] == cq["name"]]
-        queued = [w for w in mine if w["positionInClusterQueue"] is not None]  # an incomplete group is not
-        assert cq["pending"] == sum(w["status"] in ("pending", "inadmissible") for w in queued)
+        assert cq["pending"] == sum(w["status"] in ("pending", "inadmissible") for w in mine)
         assert cq["admitted"] == sum(w["status"] == "admitted" for w in mine)
         assert cq["status"]["conditions"][0]["type"] == "Active"
     lqs = _json("localqueues", "-n", "team-a")
