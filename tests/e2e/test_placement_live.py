@@ -190,6 +190,9 @@ def test_a_podgroup_placed_but_never_running_is_released_whole_after_its_timeout
     group = wait_until(released, WAIT_S, "the group released after its timeout", proc=controller)
     assert group["metadata"]["annotations"]["clueue.dev/requeues"] == "1"
     assert wait_until(lambda: workload(api, ns, "podgroup-slow") is None, WAIT_S, "its Workload deleted")
-    live = client.CoreV1Api(api).list_namespaced_pod(ns).items
     # Released whole: every pod deleted (a bound pod waits for its kubelet to confirm; none runs).
-    assert all(p.metadata.deletion_timestamp for p in live), [p.metadata.name for p in live]
+    # The release writes the group, then its Workload, then its pods: wait for the last of them.
+    def undeleted() -> list[str]:
+        return [p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
+                if not p.metadata.deletion_timestamp]
+    assert wait_until(lambda: not undeleted(), WAIT_S, "its pods deleted", proc=controller), undeleted()
