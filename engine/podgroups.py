@@ -37,7 +37,7 @@ from typing import Any, Mapping, Protocol
 from .objects import Pod, PodGroup
 from .plan import Plan, WorkloadEntry
 from .quantity import format_quantity
-from .queues import _usage
+from .queues import entry_usage
 from .snapshot import KUEUE_PREFIX, Snapshot
 
 __all__ = ["POD_GROUP_LABEL", "WORKLOAD_PREFIX", "PHASES", "Capacity", "SummedCapacity", "PodGroupStatus",
@@ -144,7 +144,7 @@ def _quota_pools(snapshot: Snapshot, plan: Plan) -> dict[str, _Pool]:
     used: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
     for w in plan.workloads:
         if w.state == "admitted" and w.cluster_queue:
-            for (_, r), q in _usage(w).items():
+            for (_, r), q in entry_usage(w).items():
                 used[w.cluster_queue][r] += q
     pools = {}
     for name, cq in snapshot.cluster_queues.items():

@@ -30,7 +30,7 @@ from .quantity import format_quantity, parse_quantity
 from .snapshot import Snapshot
 
 __all__ = ["ResourceUsage", "FlavorUsage", "Condition", "QueueStatus", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
-           "queue_statuses", "pending_positions", "assignment_usage", "WAITING"]
+           "queue_statuses", "pending_positions", "assignment_usage", "entry_usage", "WAITING"]
 
 #: The plan's states of a workload that waits in its queue (Kueue: pending, active or inadmissible).
 WAITING = ("pending", "inadmissible")
@@ -164,7 +164,7 @@ def assignment_usage(entry: WorkloadEntry, assignment: PodSetAssignment) -> dict
     return {r: parse_quantity(requests[r]) * assignment.count for r in assignment.flavors if r in requests}
 
 
-def _usage(entry: WorkloadEntry) -> dict[tuple[str, str], Fraction]:
+def entry_usage(entry: WorkloadEntry) -> dict[tuple[str, str], Fraction]:
     """(flavor, resource) -> quantity an admitted entry holds: each pod set's requests times its
     admitted count, in the flavor its admission names per resource."""
     held: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
@@ -253,7 +253,7 @@ def queue_statuses(snapshot: Snapshot, plan: Plan) -> QueueStatuses:
         elif w.state == "admitted" and w.cluster_queue:
             admitted_cq[w.cluster_queue] += 1
             admitted_lq[lq] += 1
-            for key, q in _usage(w).items():
+            for key, q in entry_usage(w).items():
                 held_cq[w.cluster_queue][key] += q
                 held_lq[lq][key] += q
     cqs: dict[str, ClusterQueueStatus] = {}

@@ -25,7 +25,7 @@ from .objects import (
 )
 from .quantity import parse_quantity
 
-__all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
+__all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "SCHEDULING_VERSIONS", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
            "INT32_LIMIT"]
 
 KUEUE_PREFIX = "kueue.x-k8s.io/"
@@ -34,7 +34,7 @@ ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
 POD_FINALIZER = KUEUE_PREFIX + "managed"  # set by the webhook on queued pods; removed once a pod is done with
 KUEUE_GROUP = "kueue.x-k8s.io"
 SCHEDULING_GROUP = "scheduling.x-k8s.io"  # the coscheduling plugin's PodGroup (v1alpha1)
-_SCHEDULING_VERSIONS = ("v1alpha1",)
+SCHEDULING_VERSIONS = ("v1alpha1",)
 # Kept on a PodGroup by clueue: its status schema has no room for them (unknown fields are pruned).
 REQUEUES_ANNOTATION = "clueue.dev/requeues"
 BACKOFF_ANNOTATION = "clueue.dev/backoff-until"
@@ -673,7 +673,7 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
         if group == KUEUE_GROUP and version not in _KUEUE_VERSIONS:
             raise SnapshotError(f"unsupported version {api!r} (clueue reads v1beta1 and v1beta2)",
                                 source=doc.source, obj=kind, field="apiVersion")
-        if group == SCHEDULING_GROUP and version not in _SCHEDULING_VERSIONS:
+        if group == SCHEDULING_GROUP and version not in SCHEDULING_VERSIONS:
             raise SnapshotError(f"unsupported version {api!r} (clueue reads {SCHEDULING_GROUP}/v1alpha1)",
                                 source=doc.source, obj=kind, field="apiVersion")
         attr, parse, namespaced = entry

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from clueue.adapters.kube.apply import _EVICTED_BY
-from clueue.engine.quantity import parse_quantity
+from clueue.engine.queues import entry_usage
 
 # No ``*_created`` series: they double the exposition and nobody charts them (Kueue has none).
 disable_created_metrics()
@@ -307,13 +307,9 @@ def _usage(plan: Any) -> dict[tuple[str, str, str], Any]:
     for entry in plan.workloads:
         if entry.state != "admitted" or not entry.cluster_queue:
             continue
-        requests: Mapping[str, Mapping[str, str]] = {ps.name: ps.requests for ps in entry.pod_sets}
-        for assigned in entry.admission:
-            for resource, flavor in assigned.flavors.items():
-                per_pod = requests.get(assigned.name, {}).get(resource)
-                if per_pod is not None:
-                    key = (entry.cluster_queue, flavor, resource)
-                    used[key] = used.get(key, 0) + parse_quantity(per_pod) * assigned.count
+        for (flavor, resource), quantity in entry_usage(entry).items():
+            key = (entry.cluster_queue, flavor, resource)
+            used[key] = used.get(key, 0) + quantity
     return used
 
 

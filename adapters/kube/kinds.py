@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 from kubernetes import client
 
+from clueue.engine.snapshot import SCHEDULING_GROUP, SCHEDULING_VERSIONS
+
 from .errors import api_errors
 from .retry import call
 
@@ -14,8 +16,7 @@ __all__ = ["Kind", "KINDS", "KUEUE_GROUP", "SCHEDULING_GROUP", "POD_GROUP_VERSIO
            "served_kinds"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"
-SCHEDULING_GROUP = "scheduling.x-k8s.io"  # the coscheduling plugin's PodGroup
-POD_GROUP_VERSION = "v1alpha1"
+POD_GROUP_VERSION = SCHEDULING_VERSIONS[0]  # the coscheduling plugin's PodGroup
 
 
 @dataclass(frozen=True)
