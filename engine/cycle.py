@@ -226,7 +226,8 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         pinned: Mapping[tuple[str, str], tuple[str, ...]] = {}
     else:
         done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo, nodes)
-        entries = Entries(functools.partial(_entries, built, done, config, cut_short, _unfit(snapshot, nodes, done)))
+        # the node shortages too are worked out only when the entries are read
+        entries = Entries(lambda: _entries(built, done, config, cut_short, _unfit(snapshot, nodes, done)))
         decision, unsolved = done.decision, len(done.unsolved)
         pinned = done.placed.nodes if done.placed is not None else {}
     t2 = time.monotonic()

@@ -142,8 +142,11 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload]) -> NodeClass
             return sum(floor(f / u) * len(c.nodes) for f, c in zip(frees, classes)) + \
                 sum(-floor(-v / u) * n for v, n in asks)
 
-        while total(unit) > _MAX_TOTAL:
-            unit *= 2  # coarser: free amounts round down, requests up, so nothing over-commits
+        biggest = max([*frees, *(v for v, _ in asks)], default=Fraction(0))
+        # coarser: free amounts round down, requests up, so nothing over-commits; beyond the
+        # biggest amount every request is one unit and coarser cannot help (pods past 2^30)
+        while total(unit) > _MAX_TOTAL and unit <= biggest:
+            unit *= 2
         units[r] = unit
     return NodeClasses(classes, units, node_free)
 

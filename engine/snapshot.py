@@ -437,12 +437,6 @@ def _ended_at(f: Fields) -> int:
             except SnapshotError:
                 return 0
     return 0
-    by_type = {c.get("type"): (p, c) for p, c in f.objects("status.conditions")}
-    for kind in ("ContainersReady", "Ready"):
-        if kind in by_type and by_type[kind][1].get("status") == "False":
-            p, c = by_type[kind]
-            return f.timestamp(f"{p}.lastTransitionTime", c.get("lastTransitionTime"))
-    return 0
 
 
 def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
