@@ -338,5 +338,8 @@ main.add_command(list_group)
 from .cli_controller import controller  # noqa: E402 - `clueue controller` lives in its own module
 main.add_command(controller)
 
+from .cli_audit import audit  # noqa: E402 - `clueue audit` lives in its own module
+main.add_command(audit)
+
 if __name__ == "__main__":
     main()

@@ -26,7 +26,7 @@ from clueue.engine.policytest import (
 from .files import load_config, load_snapshot, read_documents
 from .render import dump
 
-__all__ = ["policy"]
+__all__ = ["policy", "render_diff", "diff_document"]
 
 _RULE = "-" * 80
 
@@ -167,7 +167,8 @@ def _decision_text(side: dict[str, Any]) -> str:
     return text
 
 
-def _render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> str:
+def render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> str:
+    """The decision diff for people (``policy diff``, ``audit replay``)."""
     lines = [f"--- base: {base_label}", f"+++ new:  {new_label}"]
     changed = 0
     for d in diffs:
@@ -182,6 +183,12 @@ def _render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> 
             lines += [f"        {r['code']}: {r['message']}" for r in c.new["reasons"]]
     lines.append(f"\n{changed} decision(s) change in {sum(1 for d in diffs if d.changes)} of {len(diffs)} snapshot(s).")
     return "\n".join(lines) + "\n"
+
+
+def diff_document(diffs: list[SnapshotDiff], base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The decision diff as data (``-o json|yaml``): ``base`` and ``new`` say what was compared."""
+    return {"apiVersion": "clueue.dev/v1", "kind": "PolicyDiff", "base": base, "new": new,
+            "snapshots": [d.to_dict() for d in diffs]}
 
 
 @policy.command()
@@ -215,11 +222,9 @@ def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...
     base_label = " ".join(base) or "built-in policy"
     new_label = " ".join(policies) or "built-in policy"
     if fmt == "text":
-        click.echo(_render_diff(diffs, base_label, new_label), nl=False)
+        click.echo(render_diff(diffs, base_label, new_label), nl=False)
     else:
-        data = {"apiVersion": "clueue.dev/v1", "kind": "PolicyDiff",
-                "base": {"paths": [str(Path(p)) for p in base], "policyDigest": old.digest()},
-                "new": {"paths": [str(Path(p)) for p in policies], "policyDigest": new.digest()},
-                "snapshots": [d.to_dict() for d in diffs]}
+        data = diff_document(diffs, {"paths": [str(Path(p)) for p in base], "policyDigest": old.digest()},
+                             {"paths": [str(Path(p)) for p in policies], "policyDigest": new.digest()})
         click.echo(dump(data, fmt), nl=False)
     sys.exit(1 if exit_code and any(d.changes for d in diffs) else 0)

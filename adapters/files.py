@@ -17,7 +17,9 @@ from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
 from clueue.engine.snapshot import Snapshot, Fields, parse_selector, build_snapshot
 
-__all__ = ["read_documents", "load_snapshot", "load_config"]
+from .decisionlog.config import parse_decision_log
+
+__all__ = ["read_documents", "load_snapshot", "load_config", "parse_config"]
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -54,29 +56,41 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
 
     Fields: ``controllerNamespace``, ``podIntegration.namespaceSelector``,
     ``podIntegration.podSelector``, ``podIntegration.managedOwners``, ``solver.timeBudgetSeconds``,
-    ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit).
+    ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit), and ``decisionLog``
+    (docs/decision-log.md).
     """
     config = Config()
     if path is not None:
         docs = read_documents([path])
         if len(docs) != 1 or not isinstance(docs[0].body, Mapping) or docs[0].body.get("kind") != "Configuration":
             raise SnapshotError("expected one document of kind Configuration", source=path)
-        f = Fields(docs[0], "Configuration") if docs[0].body.get("metadata") else Fields(
-            Document(docs[0].source, {**docs[0].body, "metadata": {"name": "config"}}), "Configuration")
-        pod_selector = parse_selector(f, "podIntegration.podSelector") or LabelSelector()
-        owners = [f.typed(f"podIntegration.managedOwners[{i}]", o, str, "a group/Kind string")
-                  for i, o in enumerate(f.items("podIntegration.managedOwners"))] or list(config.managed_owners)
-        budget = f.get("solver.timeBudgetSeconds", config.time_budget)
-        if not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0:
-            raise f.fail("solver.timeBudgetSeconds", f"expected a positive number of seconds, got {budget!r}")
-        config = Config(
-            controller_namespace=f.string("controllerNamespace", config.controller_namespace) or config.controller_namespace,
-            namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
-            pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
-            limits=_limits(f))
+        config = parse_config(docs[0])
     if time_budget is not None:
         config = Config(**{**config.__dict__, "time_budget": time_budget})
     return config
+
+
+def parse_config(doc: Document) -> Config:
+    """A ``Configuration`` document as a :class:`Config` (see :func:`load_config` for its fields);
+    a decision log replays a recorded cycle's Configuration with it.
+
+    Raises:
+        SnapshotError: a field has a wrong type or value, naming the document and field.
+    """
+    default = Config()
+    f = Fields(doc, "Configuration") if doc.body.get("metadata") else Fields(
+        Document(doc.source, {**doc.body, "metadata": {"name": "config"}}), "Configuration")
+    pod_selector = parse_selector(f, "podIntegration.podSelector") or LabelSelector()
+    owners = [f.typed(f"podIntegration.managedOwners[{i}]", o, str, "a group/Kind string")
+              for i, o in enumerate(f.items("podIntegration.managedOwners"))] or list(default.managed_owners)
+    budget = f.get("solver.timeBudgetSeconds", default.time_budget)
+    if not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0:
+        raise f.fail("solver.timeBudgetSeconds", f"expected a positive number of seconds, got {budget!r}")
+    return Config(
+        controller_namespace=f.string("controllerNamespace", default.controller_namespace) or default.controller_namespace,
+        namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
+        pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
+        limits=_limits(f), decision_log=parse_decision_log(f))
 
 
 def _limits(f: Fields) -> Limits:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .objects import LabelSelector, Requirement
 
-__all__ = ["Config", "Limits", "DEFAULT_MANAGED_OWNERS"]
+__all__ = ["Config", "Limits", "DecisionLogConfig", "DEFAULT_MANAGED_OWNERS"]
 
 #: Controlling owners whose pods another integration queues (KEP-976: such pods are skipped).
 DEFAULT_MANAGED_OWNERS: tuple[str, ...] = (
@@ -34,6 +34,24 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class DecisionLogConfig:
+    """Where decisions are recorded (adapters/decisionlog, docs/decision-log.md).
+
+    Parameters:
+        path: the SQLite file of the decision log.
+        max_age_seconds: cycles older than this are deleted (``None``: kept whatever their age).
+        max_bytes: the log is kept under this size, oldest cycles first (``None``: no bound).
+        json_lines: also write each record as one JSON line to this file (``"-"``: standard
+            output); ``None``: no second sink.
+    """
+
+    path: str
+    max_age_seconds: float | None = 7 * 24 * 3600.0
+    max_bytes: int | None = 1 << 30
+    json_lines: str | None = None
+
+
+@dataclass(frozen=True)
 class Config:
     """Options of a decision cycle.
 
@@ -45,6 +63,7 @@ class Config:
         managed_owners: ``group/Kind`` (or ``group/*``) of controllers whose pods are skipped.
         time_budget: seconds the solver may spend on one cycle.
         limits: the time and memory limits of a cycle run by ``clueue plan``, ``explain`` and ``apply``.
+        decision_log: where cycles are recorded; ``None``: nowhere (it decides nothing).
     """
 
     controller_namespace: str = "clueue-system"
@@ -53,6 +72,7 @@ class Config:
     managed_owners: tuple[str, ...] = DEFAULT_MANAGED_OWNERS
     time_budget: float = 10.0
     limits: Limits = field(default_factory=Limits)
+    decision_log: DecisionLogConfig | None = None
 
     def effective_namespace_selector(self) -> LabelSelector:
         if self.namespace_selector is not None:

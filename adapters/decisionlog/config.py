@@ -1,0 +1,94 @@
+"""The Configuration's ``decisionLog`` section, and a Configuration written back as a document.
+
+```yaml
+decisionLog:
+  path: /var/lib/clueue/decisions.db     # the SQLite file (required to turn the log on)
+  retention: {maxAge: 7d, maxBytes: 1Gi}  # defaults; 0 turns a bound off
+  jsonLines: "-"                          # also one JSON line per cycle: a file, or - for stdout
+```
+
+A recorded cycle keeps the Configuration it was decided under (:func:`config_document`), so
+that a replay decides it as it was decided: :func:`clueue.adapters.files.parse_config` reads it back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from clueue.engine import Config
+from clueue.engine.config import DecisionLogConfig
+from clueue.engine.objects import LabelSelector
+from clueue.engine.snapshot import Fields
+
+from .units import parse_duration, parse_size
+
+__all__ = ["parse_decision_log", "config_document", "config_digest"]
+
+
+def parse_decision_log(f: Fields) -> DecisionLogConfig | None:
+    """``decisionLog`` of a Configuration; None when it is absent.
+
+    Raises:
+        SnapshotError: a field of it has a wrong type or value (named).
+    """
+    if f.get("decisionLog") is None:
+        return None
+    section = f.mapping("decisionLog")
+    path = f.string("decisionLog.path")
+    if not path:
+        raise f.fail("decisionLog.path", "expected the path of the decision log's SQLite file")
+    default = DecisionLogConfig(path)
+    max_age: float | None = default.max_age_seconds
+    max_bytes: int | None = default.max_bytes
+    if "retention" in section:
+        f.mapping("decisionLog.retention")
+        age = f.get("decisionLog.retention.maxAge")
+        if age is not None:
+            try:
+                max_age = None if age in (0, "0") else parse_duration(age)
+            except ValueError as e:
+                raise f.fail("decisionLog.retention.maxAge", f"{e}; 0 keeps cycles whatever their age") from None
+        size = f.get("decisionLog.retention.maxBytes")
+        if size is not None:
+            try:
+                max_bytes = None if size in (0, "0") else parse_size(size)
+            except ValueError as e:
+                raise f.fail("decisionLog.retention.maxBytes", f"{e}; 0 sets no bound") from None
+    json_lines = f.string("decisionLog.jsonLines")
+    return DecisionLogConfig(path=path, max_age_seconds=max_age, max_bytes=max_bytes, json_lines=json_lines or None)
+
+
+def _selector(selector: LabelSelector) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if selector.match_labels:
+        out["matchLabels"] = dict(selector.match_labels)
+    if selector.match_expressions:
+        out["matchExpressions"] = [{"key": r.key, "operator": r.operator, "values": list(r.values)}
+                                   for r in selector.match_expressions]
+    return out
+
+
+def config_document(config: Config) -> dict[str, Any]:
+    """The Configuration a cycle was decided under, as a document (what decides; the decision
+    log's own section is left out: it decides nothing)."""
+    doc: dict[str, Any] = {
+        "apiVersion": "clueue.dev/v1", "kind": "Configuration",
+        "controllerNamespace": config.controller_namespace,
+        "podIntegration": {"podSelector": _selector(config.pod_selector),
+                           "managedOwners": list(config.managed_owners)},
+        "solver": {"timeBudgetSeconds": config.time_budget},
+        "limits": {"memoryMiB": config.limits.memory_mib or 0},
+    }
+    if config.namespace_selector is not None:
+        doc["podIntegration"]["namespaceSelector"] = _selector(config.namespace_selector)
+    if config.limits.seconds is not None:
+        doc["limits"]["seconds"] = config.limits.seconds
+    return doc
+
+
+def config_digest(document: dict[str, Any]) -> str:
+    """The content digest of a Configuration document (as the plan's digests are written)."""
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,89 @@
+"""Snapshot objects by content: each stored once, compressed, named by the hash of its content.
+
+A recorded object is the document a snapshot was built from: where it was read (``source``,
+which the snapshot keeps for errors and rejected objects) and its ``body``. Its hash is the
+first 16 bytes of the SHA-256 of its JSON; two cycles that saw the same object store it once.
+The JSON keeps the object's own key order (the snapshot's digest hashes the typed objects,
+whose mappings keep that order), so a replayed snapshot has the recorded digest.
+
+Hashing every object of a large cluster each cycle would cost more than deciding it, so an
+:class:`ObjectHasher` remembers each object's hash by its name and ``resourceVersion``
+(which the API server changes on every write): a cycle hashes only the objects that changed.
+Objects without a resourceVersion (read from files) are hashed every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from typing import Any, Iterable, Mapping
+
+from clueue.engine import Document
+
+__all__ = ["HASH_BYTES", "ObjectHasher", "encode", "decode", "canonical", "document_of"]
+
+HASH_BYTES = 16
+_LEVEL = 6  # zlib: most of the gain of 9 at a third of its time
+
+
+def canonical(value: Any) -> bytes:
+    """The canonical JSON of ``value``: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode(value: Any) -> bytes:
+    """``value`` as compressed canonical JSON."""
+    return zlib.compress(canonical(value), _LEVEL)
+
+
+def decode(data: bytes) -> Any:
+    return json.loads(zlib.decompress(data))
+
+
+def _identity(doc: Document) -> tuple[str, str] | None:
+    """(source, resourceVersion) of an object read from the API; None when it has no version."""
+    meta = doc.body.get("metadata") if isinstance(doc.body, Mapping) else None
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return (doc.source, str(version)) if version else None
+
+
+class ObjectHasher:
+    """Content hashes of documents, remembered by name and resourceVersion across cycles."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, bytes]] = {}  # source -> (resourceVersion, hash)
+
+    def hashes(self, documents: Iterable[Document]) -> tuple[dict[bytes, Document], dict[bytes, bytes]]:
+        """The hash of each document, and the encoded content of those hashed anew.
+
+        Returns ``(by_hash, encoded)``: every document by its hash; and, for the documents that
+        were not known at their version, their compressed record (to store if the store lacks it).
+        """
+        by_hash: dict[bytes, Document] = {}
+        encoded: dict[bytes, bytes] = {}
+        known: dict[str, tuple[str, bytes]] = {}
+        for doc in documents:
+            ident = _identity(doc)
+            hit = self._known.get(ident[0]) if ident else None
+            if ident and hit and hit[0] == ident[1]:
+                digest = hit[1]
+            else:
+                text = json.dumps({"source": doc.source, "body": doc.body}, separators=(",", ":"),
+                                  ensure_ascii=False).encode()
+                digest = hashlib.sha256(text).digest()[:HASH_BYTES]
+                encoded[digest] = zlib.compress(text, _LEVEL)
+            if ident:
+                known[ident[0]] = (ident[1], digest)
+            by_hash[digest] = doc
+        self._known = known  # objects gone from the cluster are forgotten
+        return by_hash, encoded
+
+    def forget(self) -> None:
+        """Hash everything again next time (after a failed write: the store may lack objects)."""
+        self._known = {}
+
+
+def document_of(record: Mapping[str, Any]) -> Document:
+    """A stored object record back as the document it was."""
+    return Document(str(record["source"]), record["body"])

@@ -1,0 +1,143 @@
+"""Recording cycles: what the controller, ``clueue apply`` and ``clueue plan --record`` call.
+
+A :class:`Recorder` turns one cycle (the documents its snapshot was built from, its plan, its
+times) into a record, writes it to the SQLite store and to the JSON-lines sink if one is set,
+and enforces retention. It keeps what it needs to make the next cycle cheap: each object's hash
+by version (objects.py), each workload's last recorded state (records.py), the last manifest
+(manifests.py).
+
+Recording must never stop admissions: the controller catches what :meth:`Recorder.record`
+raises, logs it, counts it and goes on (adapters/controller/run.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any, Mapping, Sequence
+
+from clueue.engine import Config, Document, Plan, Policy
+
+from .config import config_digest, config_document
+from .jsonlines import JsonLinesSink
+from .objects import ObjectHasher
+from .records import StateTracker, cycle_record
+from .retention import Retention, enforce
+from .schema import DecisionLogError
+from .store import DecisionLog, NewObject
+
+__all__ = ["Recorder", "ORIGINS"]
+
+ORIGINS = ("controller", "apply", "plan")
+
+
+def _kind_and_name(doc: Document) -> tuple[str, str]:
+    body = doc.body
+    meta = body.get("metadata") or {}
+    name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name", ""))
+    return str(body.get("kind", "")), name
+
+
+def policy_files(policy: Policy) -> list[dict[str, str]]:
+    """A policy as stored: its files' names, where they were read, and their text."""
+    return [{"name": f.name, "path": f.path, "text": f.text} for f in policy.files]
+
+
+class Recorder:
+    """Records cycles of one origin (``controller``, ``apply`` or ``plan``) into one log.
+
+    >>> with Recorder.open("decisions.db", origin="plan", policy=policy, config=config) as r:  # doctest: +SKIP
+    ...     r.record(started=t, documents=docs, plan=plan, snapshot_notices=snapshot.notices)
+    """
+
+    def __init__(self, log: DecisionLog, *, origin: str, policy: Policy, config: Config,
+                 retention: Retention = Retention(), json_lines: str | None = None) -> None:
+        if origin not in ORIGINS:
+            raise ValueError(f"origin {origin!r} is not one of {ORIGINS}")
+        self.log = log
+        self.origin = origin
+        self.policy = policy
+        self.config_doc = config_document(config)
+        self.config_digest = config_digest(self.config_doc)
+        self.retention = retention
+        self.sink = JsonLinesSink(json_lines) if json_lines else None
+        self.hasher = ObjectHasher()
+        self.tracker = StateTracker(log.latest_states())
+        self._policy_digest = policy.digest()
+
+    @classmethod
+    def open(cls, path: str, *, origin: str, policy: Policy, config: Config, json_lines: str | None = None,
+             retention: Retention | None = None) -> Recorder:
+        """A recorder writing to the log at ``path`` (created if missing); retention and the
+        JSON-lines sink default to the Configuration's ``decisionLog``.
+
+        Raises:
+            DecisionLogError: the log cannot be opened (see :meth:`DecisionLog.open`).
+        """
+        settings = config.decision_log
+        if retention is None:
+            retention = Retention(settings.max_age_seconds, settings.max_bytes) if settings else Retention()
+        if json_lines is None and settings is not None:
+            json_lines = settings.json_lines
+        return cls(DecisionLog.open(path, write=True), origin=origin, policy=policy, config=config,
+                   retention=retention, json_lines=json_lines)
+
+    def close(self) -> None:
+        self.log.close()
+        if self.sink is not None:
+            self.sink.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def record(self, *, started: float, documents: Sequence[Document] | None, plan: Plan | None,
+               snapshot_notices: Sequence[str] = (), error: str = "",
+               phases: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """Record one cycle; returns its record (as the JSON-lines sink wrote it).
+
+        ``documents`` are the objects its snapshot was built from (None: it read none);
+        ``snapshot_notices`` the snapshot's notices (a replay restores them).
+
+        Raises:
+            DecisionLogError: the log could not be written.
+        """
+        if self.log.written_by_another():  # another process wrote meanwhile: start from what it wrote
+            self.tracker = StateTracker(self.log.latest_states())
+            self.log.manifests.forget()
+        hashes: frozenset[bytes] | None = None
+        new_objects: list[NewObject] = []
+        if documents is not None:
+            by_hash, encoded = self.hasher.hashes(documents)
+            hashes = frozenset(by_hash)
+            new_objects = [(h, *_kind_and_name(by_hash[h]), data) for h, data in encoded.items()]
+        states, memory = self.tracker.changes(plan.workloads) if plan is not None else ([], None)
+        record = cycle_record(cycle_id=0, time=started, origin=self.origin, plan=plan,
+                              snapshot_digest=plan.snapshot_digest if plan else "",
+                              policy_digest=plan.policy_digest if plan else self._policy_digest,
+                              config_digest=self.config_digest, workloads=[], phases=phases, error=error)
+        if documents is not None:
+            record["snapshotNotices"] = list(snapshot_notices)
+        del record["workloads"]
+        blobs = [("policy", record["policyDigest"], policy_files(self.policy)),
+                 ("config", self.config_digest, self.config_doc)]
+        try:
+            cycle, added, removed = self.log.write_cycle(record, states, time=started, hashes=hashes,
+                                                         new_objects=new_objects, blobs=blobs)
+        except BaseException:
+            self.hasher.forget()  # its new objects were not stored: hash (and store) them again
+            raise
+        if memory is not None:
+            self.tracker.commit(memory)
+        record = {**record, "id": cycle, "workloads": states}
+        if hashes is not None:
+            record["objects"] = {"total": len(hashes), "added": added, "removed": removed}
+        if self.sink is not None:
+            self.sink.write(record)
+        try:
+            enforce(self.log, self.retention, time.time())
+        except sqlite3.Error as e:
+            raise DecisionLogError(f"enforcing the retention of {self.log.path}: {e}") from e
+        return record

@@ -1,0 +1,126 @@
+"""Replaying a recorded cycle: its snapshot, policy and Configuration rebuilt from the log, and
+decided again, by the policy it was decided under or another.
+
+The snapshot is rebuilt from the stored documents as a live snapshot is built
+(``build_snapshot(..., lenient=True)``: a recorded cycle may have rejected malformed objects),
+with the notices it had. The recorded decisions (each workload's last recorded state as of the
+cycle, and the cycle's actions) are compared with the replay's by the decision diff of ``clueue
+policy diff`` (engine/policytest.py), so an exact replay shows no change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from clueue.engine import Action, Config, Document, Plan, Policy, Snapshot, WorkloadEntry, build_snapshot
+from clueue.engine.guard import Limits, guarded_cycle
+from clueue.engine.plan import PodSetAssignment, SolverInfo
+from clueue.engine.policy import PolicyFile, check_safety
+from clueue.engine.policytest import SnapshotDiff, diff_plans
+from clueue.engine.reasons import Reason
+
+from ..files import parse_config
+from .schema import DecisionLogError
+from .store import DecisionLog
+
+__all__ = ["Recorded", "load_recorded", "recorded_plan", "Replay", "replay"]
+
+#: Kinds a controller's cache parses one by one after the others (adapters/kube/cache.py): the
+#: rebuilt snapshot reads them in the same order, so that its rejected objects come in its order.
+_LAST = {"Pod": 1, "Workload": 2}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded cycle, rebuilt: its record, snapshot, policy and Configuration."""
+
+    record: Mapping[str, Any]
+    snapshot: Snapshot
+    policy: Policy
+    config: Config
+
+
+def rebuild_snapshot(documents: list[Document], notices: list[str] | None) -> Snapshot:
+    """The snapshot of recorded ``documents``, with the recorded ``notices`` (None: as built)."""
+    ordered = sorted(documents, key=lambda d: (_LAST.get(str(d.body.get("kind")), 0), d.source))
+    snapshot = build_snapshot(ordered, lenient=True)
+    return snapshot if notices is None else replace(snapshot, notices=tuple(notices))
+
+
+def load_recorded(log: DecisionLog, cycle: int) -> Recorded:
+    """Rebuild ``cycle`` from ``log``.
+
+    Raises:
+        DecisionLogError: no such cycle, it has no snapshot, or a part of it is missing.
+        PolicyError: its stored policy holds a forbidden construct (a tampered log).
+    """
+    record = log.record(cycle)
+    snapshot = rebuild_snapshot(log.documents(cycle), record.get("snapshotNotices"))
+    files = tuple(PolicyFile(f["name"], f["path"], f["text"]) for f in log.blob("policy", record["policyDigest"]))
+    for f in files:
+        check_safety(f)  # a policy file from a log is checked as one from disk
+    config = parse_config(Document(f"{log.path}:config {record['configDigest']}", log.blob("config", record["configDigest"])))
+    return Recorded(record, snapshot, Policy(files), config)
+
+
+def _entry(state: Mapping[str, Any]) -> WorkloadEntry:
+    return WorkloadEntry(
+        name=state["name"], queue=state.get("queue", ""), cluster_queue=state.get("clusterQueue"),
+        priority=int(state.get("priority", 0)), state=state["state"], origin=state.get("origin", ""),
+        admission=tuple(PodSetAssignment(a["name"], int(a["count"]), dict(a["flavors"]))
+                        for a in state.get("admission", [])),
+        reasons=tuple(Reason(r["code"], r["message"], dict(r.get("details", {}))) for r in state.get("reasons", [])))
+
+
+_SOLVER_FIELDS = {"compileSeconds": "compile_seconds", "groundSeconds": "ground_seconds",
+                  "solveSeconds": "solve_seconds", "explainSeconds": "explain_seconds",
+                  "totalSeconds": "total_seconds", "optimal": "optimal", "budgetSeconds": "budget_seconds",
+                  "budgetExhausted": "budget_exhausted", "candidates": "candidates", "pruned": "pruned",
+                  "rounds": "rounds", "choices": "choices", "conflicts": "conflicts"}
+
+
+def recorded_plan(log: DecisionLog, record: Mapping[str, Any]) -> Plan:
+    """The decisions the log holds for a cycle, as a plan: each workload's last state recorded
+    up to it, and its actions."""
+    cycle = int(record["id"])
+    entries = tuple(_entry(s) for _, s in sorted(log.latest_states(cycle).items()))
+    actions = tuple(Action(a["kind"], a["target"], a["workload"],
+                           {k: v for k, v in a.items() if k not in ("kind", "target", "workload")})
+                    for a in record.get("actions", []))
+    solver = record.get("solver") or {}
+    info = SolverInfo(**{field: solver.get(key, 0) for key, field in _SOLVER_FIELDS.items()})
+    return Plan(entries, actions, info, record["snapshotDigest"], record["policyDigest"],
+                tuple(record.get("notices", [])))
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A recorded cycle decided again: the recorded decisions, the new plan and their diff."""
+
+    recorded: Recorded
+    plan: Plan
+    diff: SnapshotDiff
+
+    @property
+    def same_snapshot(self) -> bool:
+        """Whether the rebuilt snapshot has the recorded digest (the replay saw what the cycle saw)."""
+        return self.plan.snapshot_digest == self.recorded.record["snapshotDigest"]
+
+
+def replay(log: DecisionLog, cycle: int, *, policy: Policy | None = None, limits: Limits | None = Limits()) -> Replay:
+    """Decide recorded ``cycle`` again, under its own policy or ``policy``, and diff the
+    decisions with the recorded ones.
+
+    Raises:
+        DecisionLogError: see :func:`load_recorded`; the cycle recorded no plan.
+        PolicyError, SolveError: the policy fails on the snapshot.
+    """
+    recorded = load_recorded(log, cycle)
+    if "summary" not in recorded.record:
+        raise DecisionLogError(f"cycle {cycle} failed ({recorded.record.get('error', 'no plan')}): it recorded "
+                               "no decisions to compare with")
+    plan = guarded_cycle(recorded.snapshot, policy or recorded.policy, recorded.config, limits=limits)
+    base = recorded_plan(log, recorded.record)
+    diff = SnapshotDiff(f"cycle {cycle}", plan.snapshot_digest, len(plan.workloads), tuple(diff_plans(base, plan)))
+    return Replay(recorded, plan, diff)
