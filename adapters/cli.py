@@ -5,16 +5,19 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from clueue.engine import ClueueError, Plan, Snapshot, compile_snapshot, load_policy
+from clueue.engine import (
+    ClueueError, Config, Document, Plan, Policy, Snapshot, build_snapshot, compile_snapshot, load_policy,
+)
 from clueue.engine.facts import render_facts
 from clueue.engine.guard import guarded_cycle
 
-from .files import load_config, load_snapshot
+from .files import load_config, load_snapshot, read_documents
 from .reference import facts_reference
 from .render import dump, render_explanation, render_plan
 from .scope import Scope
@@ -132,14 +135,36 @@ def _cluster(kubeconfig: str | None, context: str | None, in_cluster: bool, *,
     return str(default), context, False
 
 
-def _snapshot(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool) -> Snapshot:
-    """The snapshot files given, or with no PATH the live cluster (see :func:`_cluster`)."""
+def _snapshot(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
+              read: list[Document] | None = None) -> Snapshot:
+    """The snapshot files given, or with no PATH the live cluster (see :func:`_cluster`);
+    ``read``, if given, receives the documents it is built from (for the decision log)."""
     if paths:
         if kubeconfig or context or in_cluster:
             raise click.UsageError("give snapshot PATHs or --kubeconfig/--context/--in-cluster, not both")
-        return load_snapshot(paths)
+        if read is None:
+            return load_snapshot(paths)
+        read.extend(read_documents(paths))
+        return build_snapshot(read)
     from .kube import read_cluster
-    return read_cluster(_api(*_cluster(kubeconfig, context, in_cluster, paths_allowed=True)))
+    return read_cluster(_api(*_cluster(kubeconfig, context, in_cluster, paths_allowed=True)), read)
+
+
+def _record_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--record and --db: record the cycle in the decision log (docs/decision-log.md)."""
+    fn = click.option("--db", metavar="PATH", help="The decision log --record writes to (default: the "
+                      "Configuration's decisionLog.path); created if missing.")(fn)
+    return click.option("--record", is_flag=True, help="Record the cycle in the decision log (see --db).")(fn)
+
+
+def _record(origin: str, db: str | None, policy: Policy, config: Config, started: float,
+            documents: list[Document], snapshot: Snapshot | None, plan: Plan | None) -> None:
+    """Record one cycle of ``plan`` or ``apply`` in the decision log (--db, else the Configuration's)."""
+    from .decisionlog.config import log_path
+    from .decisionlog.recorder import record_once
+    record_once(log_path(db, config), origin=origin, policy=policy, config=config, started=started,
+                documents=documents if snapshot is not None else None, plan=plan,
+                snapshot_notices=snapshot.notices if snapshot is not None else ())
 
 
 def _cycle(snapshot: Snapshot, policies: tuple[str, ...], config_path: str | None, time_budget: float | None) -> Plan:
@@ -186,17 +211,28 @@ def main() -> None:
 @click.argument("paths", nargs=-1, metavar="[PATH...]")
 @_scope_options
 @_cycle_options
+@_record_options
 @_guard
 def plan(paths: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: str | None, in_cluster: bool,
-         policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str) -> None:
-    """Run one decision cycle and print the plan; writes nothing.
+         policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str, record: bool,
+         db: str | None) -> None:
+    """Run one decision cycle and print the plan; writes nothing (but the decision log, with --record).
 
     Reads the snapshot files given, or without PATH the live cluster. The cycle decides over
     everything it read; -n and -l only narrow which workloads (and their actions) are shown.
+    With --record the cycle (its snapshot, policy, Configuration and decisions) is appended to
+    the decision log, for `clueue audit`.
     """
-    snapshot = _snapshot(paths, kubeconfig, context, in_cluster)
-    result = _cycle(snapshot, policies, config_path, time_budget)
+    if db and not record:
+        raise click.UsageError("--db names the decision log --record writes to: give --record too")
+    started = time.time()
+    documents: list[Document] = []
+    snapshot = _snapshot(paths, kubeconfig, context, in_cluster, documents if record else None)
+    config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
+    result = guarded_cycle(snapshot, policy, config)
     click.echo(render_plan(result, fmt, scope=scope, snapshot=snapshot), nl=False)
+    if record:
+        _record("plan", db, policy, config, started, documents, snapshot, result)
 
 
 @main.command(short_help="Explain one workload's decision; writes nothing.")
@@ -266,10 +302,11 @@ def crds() -> None:
 @click.option("--lease-timeout", type=click.FloatRange(min=0), default=60, show_default=True, metavar="SECONDS",
               help="How long to wait while another decider holds the lease, then fail with exit code 4.")
 @_output
+@_record_options
 @_guard
 def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policies: tuple[str, ...],
           config_path: str | None, time_budget: float | None, dry_run: str, lease_namespace: str | None,
-          lease_timeout: float, fmt: str) -> None:
+          lease_timeout: float, fmt: str, record: bool, db: str | None) -> None:
     """Run one decision cycle on a live cluster and apply its plan: writes to the cluster.
 
     Reads the cluster of the kubeconfig. Writes Workloads (created for pods and pod groups;
@@ -278,16 +315,29 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
     Events. --dry-run=server sends the same writes for validation only.
 
     One decider at a time: apply holds the Lease clueue-decider (--lease-namespace) from before
-    it reads the cluster until its last write; a dry run takes no lease.
+    it reads the cluster until its last write; a dry run takes no lease. With --record the cycle
+    is appended to the decision log, for `clueue audit`.
     """
+    from .kube import read_cluster
     from .kube.decide import decide_and_apply
     from .kube.retry import counting_retries
+    if db and not record:
+        raise click.UsageError("--db names the decision log --record writes to: give --record too")
     api = _api(*_cluster(kubeconfig, context, in_cluster))
+    config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
+    started, documents, snapshots = time.time(), [], []
+
+    def read() -> Snapshot:
+        snapshots.append(read_cluster(api, documents if record else None))
+        return snapshots[-1]
+
     with counting_retries() as tally:  # the reads' retries count too, not only apply_plan's
-        applied = decide_and_apply(api, load_policy(policies), load_config(config_path, time_budget=time_budget),
-                                   dry_run=dry_run == "server", lease_namespace=lease_namespace,
-                                   lease_timeout=lease_timeout).applied
+        decided = decide_and_apply(api, policy, config, dry_run=dry_run == "server", lease_namespace=lease_namespace,
+                                   lease_timeout=lease_timeout, read=read)
+    applied = decided.applied
     applied.retries = tally.retries
+    if record:
+        _record("apply", db, policy, config, started, documents, snapshots[-1] if snapshots else None, decided.plan)
     if fmt == "text":
         for line in applied.writes:
             click.echo(("would " if dry_run == "server" else "") + line)

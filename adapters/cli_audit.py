@@ -16,8 +16,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from clueue.engine import load_policy
+from clueue.engine import Config, load_policy
 
+from .decisionlog.config import log_path
 from .decisionlog.records import iso_time
 from .decisionlog.schema import DecisionLogError
 from .decisionlog.store import DecisionLog
@@ -50,12 +51,7 @@ def _open(db: str | None, config_path: str | None) -> DecisionLog:
     Raises:
         DecisionLogError: neither names one, or it cannot be opened.
     """
-    if db is None:
-        settings = load_config(config_path).decision_log
-        if settings is None:
-            raise DecisionLogError("no decision log: give --db PATH, or --config FILE with decisionLog.path")
-        db = settings.path
-    return DecisionLog.open(db)
+    return DecisionLog.open(log_path(db, load_config(config_path) if db is None else Config()))
 
 
 def _since(ctx: click.Context, param: click.Parameter, text: str | None) -> float | None:

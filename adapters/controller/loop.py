@@ -49,7 +49,7 @@ from clueue.adapters.kube.cache import ClusterCache
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
 from clueue.adapters.kube.pacing import PendingWriteLimiter
-from clueue.engine import ClueueError, Config, Plan, Policy, Snapshot
+from clueue.engine import ClueueError, Config, Document, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
 
@@ -73,10 +73,13 @@ class CycleResult:
     the wall-clock time the cycle began (epoch seconds). ``error`` is set when the cycle failed,
     and then ``plan`` and ``applied`` are None. ``next_due`` is when the next PodGroup schedule
     timeout or back-off ends (epoch seconds; None: none), the loop's next cycle at the latest.
+    ``documents`` are the objects the snapshot was built from, kept only for a decision log
+    (``Controller.keep_documents``).
     """
 
     started: float
     snapshot: Snapshot | None = None
+    documents: list[Document] | None = None
     plan: Plan | None = None
     applied: ApplyResult | None = None
     phases: dict[str, float] = field(default_factory=lambda: {"snapshot": 0.0, "decide": 0.0, "apply": 0.0})
@@ -214,7 +217,7 @@ class Controller:
                  max_delay: float = 2.0, resync_period: float = 300.0, lease_duration: int = DURATION_S,
                  leading: Callable[[], bool] = lambda: True,
                  observers: Sequence[Callable[[CycleResult], None]] | None = None, expectation_timeout: float = 10.0,
-                 shutdown_grace: float = 5.0) -> None:
+                 shutdown_grace: float = 5.0, keep_documents: bool = False) -> None:
         self.api = api
         self.cache = cache
         self.policy = policy
@@ -229,6 +232,7 @@ class Controller:
         self.observers = [log_cycle] if observers is None else list(observers)
         self.expectation_timeout = expectation_timeout
         self.shutdown_grace = shutdown_grace
+        self.keep_documents = keep_documents  # a decision log observer records each cycle's objects
         self.session = Session(policy, config)
         self._memo = Memo()  # for the over-quota check, kept across cycles as the session keeps its own
         # Writes that inform and decide nothing are paced across cycles, so that a backlog's
@@ -388,7 +392,11 @@ class Controller:
         marks = {"read": t0, "decided": t0}
 
         def read() -> Snapshot:
-            result.snapshot = self.cache.snapshot()
+            if self.keep_documents:
+                result.documents = []
+                result.snapshot = self.cache.snapshot(result.documents)
+            else:
+                result.snapshot = self.cache.snapshot()
             marks["read"] = time.monotonic()
             return result.snapshot
 

@@ -214,6 +214,8 @@ class Metrics:
         self.last_success = Gauge("clueue_last_successful_cycle_timestamp_seconds",
                                   "When the last cycle that produced a plan ended (epoch seconds).", registry=r)
         self.leader = Gauge("clueue_leader", "1 while this replica holds the decider lease, else 0.", registry=r)
+        self.decision_log_errors = Counter("clueue_decision_log_errors", "Cycles the decision log could not record "
+                                           "(decided and applied all the same; docs/decision-log.md).", registry=r)
         for outcome in OUTCOMES:  # every outcome shown from the start, so rates of 0 are charted too
             self.cycles.labels(outcome)
 
@@ -230,6 +232,10 @@ class Metrics:
 
     def set_leader(self, leader: bool) -> None:
         self.leader.set(1 if leader else 0)
+
+    def decision_log_failed(self) -> None:
+        """A cycle could not be recorded in the decision log."""
+        self.decision_log_errors.inc()
 
     # -- once per cycle ------------------------------------------------------------------------
     def record_cycle(self, result: Any, counted: CycleTally | None = None) -> CycleTally:

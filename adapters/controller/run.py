@@ -7,6 +7,8 @@ Parts, each started only when asked for (docs/controller.md):
 - leader election (``leader_elect``; leader.py): without it this process decides alone,
   still under the decider lease, so a ``clueue apply`` run meanwhile takes turns with it;
 - the Pod webhook and its certificates (``webhook``; adapters/webhook/).
+- the decision log (when the Configuration has ``decisionLog``; adapters/decisionlog/): every
+  cycle recorded, a failure to record counted and logged, never stopping the cycles.
 
 A part that cannot start for want of a namespace or a permission is one clear error
 (:class:`~clueue.engine.AdapterError`), raised before anything runs.
@@ -132,6 +134,13 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
                             shutdown_grace=options.shutdown_grace)
     controller.observers = [_observer(metrics, controller)]
     parts: list[Callable[[], None]] = [lambda: cache.stop(timeout=0.5)]  # stopped in reverse order
+    if config.decision_log is not None:  # every cycle recorded (docs/decision-log.md), after its summary
+        from ..decisionlog.observer import CycleRecorder
+        recorder = CycleRecorder(config.decision_log, policy=policy, config=config,
+                                 on_error=metrics.decision_log_failed)
+        controller.observers.append(recorder)
+        controller.keep_documents = True
+        parts.append(recorder.close)
     try:
         webhook, rotate = _start_webhook(options, api, config, namespace, cache, metrics)
         if webhook is not None:

@@ -22,9 +22,10 @@ from clueue.engine.config import DecisionLogConfig
 from clueue.engine.objects import LabelSelector
 from clueue.engine.snapshot import Fields
 
+from .schema import DecisionLogError
 from .units import parse_duration, parse_size
 
-__all__ = ["parse_decision_log", "config_document", "config_digest"]
+__all__ = ["parse_decision_log", "config_document", "config_digest", "log_path"]
 
 
 def parse_decision_log(f: Fields) -> DecisionLogConfig | None:
@@ -92,3 +93,16 @@ def config_digest(document: dict[str, Any]) -> str:
     """The content digest of a Configuration document (as the plan's digests are written)."""
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def log_path(db: str | None, config: Config) -> str:
+    """The decision log to use: ``db`` (``--db``), else the Configuration's ``decisionLog.path``.
+
+    Raises:
+        DecisionLogError: neither names one.
+    """
+    if db:
+        return db
+    if config.decision_log is None:
+        raise DecisionLogError("no decision log: give --db PATH, or --config FILE with decisionLog.path")
+    return config.decision_log.path

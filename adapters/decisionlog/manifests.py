@@ -53,7 +53,7 @@ class ManifestWriter:
     def write(self, conn: sqlite3.Connection, hashes: frozenset[bytes]) -> tuple[int, int, int]:
         """Store the manifest of ``hashes`` (in the caller's transaction); returns its id and the
         numbers of hashes added and removed since the last cycle."""
-        last = self._last
+        last = self._last if self._last is not None else _latest(conn)
         if last is not None:
             added, removed = hashes - last.hashes, last.hashes - hashes
             if not added and not removed:
@@ -69,6 +69,18 @@ class ManifestWriter:
         self._last = _Last(int(cur.lastrowid or 0), hashes, 0, 0)
         changed = (len(hashes - last.hashes), len(last.hashes - hashes)) if last else (len(hashes), 0)
         return self._last.manifest, changed[0], changed[1]
+
+
+def _latest(conn: sqlite3.Connection) -> _Last | None:
+    """The manifest of the log's last cycle, to write the next one as a delta on it (a new
+    writer, or one that saw another write)."""
+    row = conn.execute("SELECT manifest FROM cycles WHERE manifest IS NOT NULL ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    chain = chain_of(conn, row[0])
+    hashes = frozenset(resolve(conn, row[0]))
+    drift = sum(len(unpack(added)) + len(unpack(removed)) for _, base, added, removed in chain if base is not None)
+    return _Last(row[0], hashes, len(chain) - 1, drift)
 
 
 def chain_of(conn: sqlite3.Connection, manifest: int) -> list[tuple[int, int | None, bytes, bytes]]:

@@ -26,7 +26,7 @@ from .retention import Retention, enforce
 from .schema import DecisionLogError
 from .store import DecisionLog, NewObject
 
-__all__ = ["Recorder", "ORIGINS"]
+__all__ = ["Recorder", "ORIGINS", "record_once"]
 
 ORIGINS = ("controller", "apply", "plan")
 
@@ -141,3 +141,16 @@ class Recorder:
         except sqlite3.Error as e:
             raise DecisionLogError(f"enforcing the retention of {self.log.path}: {e}") from e
         return record
+
+
+def record_once(path: str, *, origin: str, policy: Policy, config: Config, started: float,
+                documents: Sequence[Document] | None, plan: Plan | None, snapshot_notices: Sequence[str] = (),
+                phases: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Record one cycle of a command (``apply``, ``plan --record``) and close the log.
+
+    Raises:
+        DecisionLogError: the log cannot be opened or written.
+    """
+    with Recorder.open(path, origin=origin, policy=policy, config=config) as recorder:
+        return recorder.record(started=started, documents=documents, plan=plan, snapshot_notices=snapshot_notices,
+                               phases=phases)

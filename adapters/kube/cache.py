@@ -145,12 +145,15 @@ class ClusterCache:
         with self._lock:
             return self._objects.get(kind, {}).get(key)
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, read: list[Document] | None = None) -> Snapshot:
         """The cached objects as a snapshot, as :func:`~clueue.engine.build_snapshot` (lenient)
         makes it from them. Pods and Workloads, the bulk, are parsed once per resourceVersion:
-        a cycle over a large, slowly changing backlog pays for what changed."""
+        a cycle over a large, slowly changing backlog pays for what changed. ``read``, if
+        given, receives the documents the snapshot is built from (a decision log records them)."""
         with self._lock:
             objects = {kind: dict(docs) for kind, docs in self._objects.items()}
+        if read is not None:
+            read.extend(d for docs in objects.values() for d in docs.values())
         base = build_snapshot([d for kind, docs in objects.items() if kind not in _BULK for d in docs.values()],
                               lenient=True)  # malformed objects: left out, in .rejected
         parts: dict[str, dict[str, Any]] = {}

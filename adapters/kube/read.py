@@ -47,9 +47,12 @@ def snapshot_documents(api: client.ApiClient) -> tuple[list[Document], list[str]
     return documents, notices
 
 
-def read_cluster(api: client.ApiClient) -> Snapshot:
+def read_cluster(api: client.ApiClient, read: list[Document] | None = None) -> Snapshot:
     """The cluster's current state as a snapshot (reads only); objects clueue cannot use are
-    left out and listed in ``Snapshot.rejected``."""
+    left out and listed in ``Snapshot.rejected``. ``read``, if given, receives the documents the
+    snapshot is built from (a decision log records them)."""
     documents, notices = snapshot_documents(api)
+    if read is not None:
+        read.extend(documents)
     snapshot = build_snapshot(documents, lenient=True)  # one malformed object must not stop the others
     return replace(snapshot, notices=tuple(notices) + snapshot.notices)
