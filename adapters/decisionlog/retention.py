@@ -6,8 +6,9 @@ older than ``maxAge`` go), or once the log's pages exceed ``maxBytes`` (then the
 go until it holds at most nine tenths of it). The newest cycle is always kept.
 
 Deleting a cycle keeps, for each workload, the last state recorded before the oldest cycle
-kept (its state as that cycle began), unless that state is ``deleted``. Manifests no kept cycle
-needs, and objects no kept manifest holds, are deleted with them; the freed pages go back to
+kept (its state as that cycle began), unless that state is ``deleted``. The oldest kept cycle's
+manifest becomes a keyframe; manifests no kept cycle needs, and objects no kept manifest holds,
+are deleted with them; the freed pages go back to
 the file system (``PRAGMA incremental_vacuum``).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from .manifests import unpack
+from .manifests import pack, resolve, unpack
 from .records import DELETED
 from .store import DecisionLog
 
@@ -50,7 +51,9 @@ def enforce(log: DecisionLog, retention: Retention, now: float) -> int:
             total = log.conn.execute("SELECT count(*), max(id) FROM cycles").fetchone()
             if total[0] <= 1 or log.used_bytes() <= retention.max_bytes * 0.9:
                 break
-            share = max(1, total[0] // 10)
+            used = log.used_bytes()
+            # the share of cycles to delete: as much as the log is over its target, a tenth at least
+            share = max(1, total[0] // 10, int(total[0] * (1 - retention.max_bytes * 0.9 / used)))
             first_kept = log.conn.execute("SELECT id FROM cycles ORDER BY id LIMIT 1 OFFSET ?",
                                           (min(share, total[0] - 1),)).fetchone()[0]
             deleted += _delete_before(log.conn, "id < ?", first_kept)
@@ -74,12 +77,25 @@ def _delete_before(conn: sqlite3.Connection, where: str, bound: float) -> int:
         conn.execute("DELETE FROM states WHERE cycle < ? AND id NOT IN "
                      "(SELECT max(id) FROM states WHERE cycle < ? GROUP BY workload)", (first_kept, first_kept))
         conn.execute("DELETE FROM states WHERE cycle < ? AND state = ?", (first_kept, DELETED))
+        _rebase(conn)
         _sweep(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     return len(gone)
+
+
+def _rebase(conn: sqlite3.Connection) -> None:
+    """Make the oldest kept cycle's manifest a keyframe (in place), so that the deleted cycles'
+    manifests and the objects only they held can go: the kept cycles' chains start there."""
+    row = conn.execute("SELECT manifest FROM cycles WHERE manifest IS NOT NULL ORDER BY id LIMIT 1").fetchone()
+    if row is None:
+        return
+    base = conn.execute("SELECT base FROM manifests WHERE id = ?", (row[0],)).fetchone()
+    if base is not None and base[0] is not None:
+        conn.execute("UPDATE manifests SET base = NULL, added = ?, removed = ? WHERE id = ?",
+                     (pack(resolve(conn, row[0])), pack(()), row[0]))
 
 
 def _sweep(conn: sqlite3.Connection) -> None:
