@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
@@ -216,6 +216,16 @@ class Metrics:
         self.leader = Gauge("clueue_leader", "1 while this replica holds the decider lease, else 0.", registry=r)
         self.decision_log_errors = Counter("clueue_decision_log_errors", "Cycles the decision log could not record "
                                            "(decided and applied all the same; docs/decision-log.md).", registry=r)
+        # MultiKueue, per worker cluster (adapters/multikueue/).
+        self.multikueue_active = Gauge("clueue_multikueue_worker_active", "1 while the worker cluster answers "
+                                       "(its MultiKueueCluster is Active), else 0.", ["cluster"], registry=r)
+        self.multikueue_dispatched = Counter("clueue_multikueue_dispatched", "Workload copies created in the "
+                                             "worker cluster.", ["cluster"], registry=r)
+        self.multikueue_admitted = Counter("clueue_multikueue_admitted", "Workloads admitted first in the worker "
+                                           "cluster (their MultiKueue check made Ready).", ["cluster"], registry=r)
+        self.multikueue_lost = Counter("clueue_multikueue_lost", "Workloads put back to pending because the worker "
+                                       "cluster they ran on was out of reach for workerLostTimeout.", ["cluster"],
+                                       registry=r)
         for outcome in OUTCOMES:  # every outcome shown from the start, so rates of 0 are charted too
             self.cycles.labels(outcome)
 
@@ -236,6 +246,12 @@ class Metrics:
     def decision_log_failed(self) -> None:
         """A cycle could not be recorded in the decision log."""
         self.decision_log_errors.inc()
+
+    def set_multikueue_workers(self, active: Mapping[str, bool]) -> None:
+        """Each MultiKueueCluster's state (a deleted one's series disappears)."""
+        self.multikueue_active.clear()
+        for cluster, up in active.items():
+            self.multikueue_active.labels(cluster).set(1 if up else 0)
 
     # -- once per cycle ------------------------------------------------------------------------
     def record_cycle(self, result: Any, counted: CycleTally | None = None) -> CycleTally:

@@ -9,6 +9,7 @@ Parts, each started only when asked for (docs/controller.md):
 - the Pod webhook and its certificates (``webhook``; adapters/webhook/).
 - the decision log (when the Configuration has ``decisionLog``; adapters/decisionlog/): every
   cycle recorded, a failure to record counted and logged, never stopping the cycles.
+- MultiKueue's controllers (always; adapters/multikueue/): idle while no MultiKueueCluster exists.
 
 A part that cannot start for want of a namespace or a permission is one clear error
 (:class:`~clueue.engine.AdapterError`), raised before anything runs.
@@ -34,6 +35,8 @@ from ..kube.cache import ClusterCache
 from ..kube.connect import connect
 from ..kube.errors import api_errors
 from ..kube.lease import DURATION_S
+from ..multikueue import MultiKueue, MultiKueueSettings
+from ..multikueue import load_settings as load_multikueue
 from .health import HealthServer
 from .leader import LeaderElector, make_identity
 from .logs import configure_logging, cycle_summary
@@ -101,9 +104,10 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
     namespace = options.namespace or config.controller_namespace
     # The engine and the webhook exclude the controller's namespace: the one it really runs in.
     config = replace(config, controller_namespace=namespace)
+    multikueue = load_multikueue(options.config_path)
     stop = stop or threading.Event()
     with _stopped_by_signals(stop):  # from the start: a SIGTERM while starting up stops cleanly too
-        return _run(options, policy, config, namespace, stop)
+        return _run(options, policy, config, namespace, stop, multikueue)
 
 
 @contextlib.contextmanager
@@ -120,7 +124,8 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: str, stop: threading.Event) -> int:
+def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: str, stop: threading.Event,
+         multikueue: MultiKueueSettings) -> int:
     api = connect(options.kubeconfig, options.context, in_cluster=options.in_cluster)
     _ensure_namespace(api, namespace)
     identity = make_identity()
@@ -152,6 +157,9 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
             raise AdapterError(f"cannot serve /metrics on {options.metrics_bind}: {e.strerror or e}; name another "
                                "address with --metrics-bind-address (port 0 takes a free one)") from None
         parts.append(health.stop)
+        # MultiKueue's controllers (docs/multikueue.md): idle until MultiKueueClusters exist.
+        parts.append(MultiKueue(api, namespace, multikueue, metrics=metrics,
+                                leading=lambda: elector.leading if elector is not None else True).start().stop)
         if options.leader_elect:
             def started() -> None:
                 controller.wake()

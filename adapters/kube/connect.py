@@ -8,7 +8,7 @@ from kubernetes import client, config
 
 from clueue.engine import AdapterError
 
-__all__ = ["connect", "CONNECT_TIMEOUT_S", "READ_TIMEOUT_S", "CONNECTIONS"]
+__all__ = ["connect", "client_for", "CONNECT_TIMEOUT_S", "READ_TIMEOUT_S", "CONNECTIONS"]
 
 CONNECT_TIMEOUT_S = 10.0
 CONNECTIONS = 64
@@ -30,6 +30,13 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, in_clu
     except (config.ConfigException, OSError, TypeError, ValueError) as e:
         where = "in-cluster configuration" if in_cluster else (kubeconfig or "the default kubeconfig")
         raise AdapterError(f"{where}: cannot connect: {e}") from None
+    return client_for(configuration)
+
+
+def client_for(configuration: client.Configuration, *, timeout: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+               ) -> client.ApiClient:
+    """An API client for a loaded ``configuration``: no hidden retries, a pool as large as the
+    writers, and ``timeout`` (connect, read seconds) on every request but a watch."""
     # urllib3 would otherwise resend a failed request three times at once, unseen and uncounted:
     # retries are made by clueue's own back-off (retry.py), which reports them.
     configuration.retries = False
@@ -37,11 +44,11 @@ def connect(kubeconfig: str | None = None, context: str | None = None, *, in_clu
     # watch of a controller's cache, and some: beyond the pool, urllib3 opens and drops one per request.
     configuration.connection_pool_maxsize = CONNECTIONS
     api = client.ApiClient(configuration)
-    _give_up_on_silence(api.rest_client)
+    _give_up_on_silence(api.rest_client, timeout)
     return api
 
 
-def _give_up_on_silence(rest: Any) -> None:
+def _give_up_on_silence(rest: Any, timeout: tuple[float, float]) -> None:
     """Give every request but a watch a connect and a read timeout.
 
     The client waits forever by default: a server that accepts a connection and never answers
@@ -55,7 +62,7 @@ def _give_up_on_silence(rest: Any) -> None:
         query = kwargs.get("query_params") or []  # client versions before 35 pass the query apart
         watching = "watch=true" in url.lower() or any(k == "watch" and v for k, v in query)
         if _request_timeout is None and not watching:
-            _request_timeout = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+            _request_timeout = timeout
         return send(method, url, *args, _request_timeout=_request_timeout, **kwargs)
 
     rest.request = request

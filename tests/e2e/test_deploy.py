@@ -325,6 +325,9 @@ NEEDED: list[Access] = [
     ("create", "", "secrets", NAMESPACE, ""),
     ("get", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
     ("update", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
+    ("get", "", "secrets", NAMESPACE, "a-worker-kubeconfig"),  # MultiKueue: named by MultiKueueClusters
+    *_everywhere("get list", "kueue.x-k8s.io", "multikueueclusters multikueueconfigs"),
+    *_everywhere("get update", "kueue.x-k8s.io", "multikueueclusters/status admissionchecks/status"),
 ]
 
 def _table(text: str) -> list[Access]:
@@ -342,7 +345,6 @@ DENIED: list[Access] = _table(f"""
     get          secrets                                        default          clueue-webhook-tls
     list         secrets                                        -                -
     list         secrets                                        {NAMESPACE}    -
-    get          secrets                                        {NAMESPACE}    another-secret
     update       secrets                                        {NAMESPACE}    another-secret
     create       secrets                                        default          -
     delete       secrets                                        {NAMESPACE}    clueue-webhook-tls

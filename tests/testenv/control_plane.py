@@ -11,6 +11,10 @@
 - a kubeconfig for the admin is written next to the certificates;
 - clueue's CRDs are installed and waited for until they are ``Established``.
 
+Several control planes run side by side (a MultiKueue manager and its workers): each has its
+own directory, certificates and ports.  :meth:`ControlPlane.stop_apiserver` takes one out of
+reach (etcd keeps its data) and :meth:`ControlPlane.restart_apiserver` brings it back.
+
 With ``scheduler=True`` a kube-scheduler of the same release runs too (leader election off,
 the admin's kubeconfig), started once the apiserver is ready and stopped with the plane.  Tests
 then give the cluster nodes by creating Node objects as a kubelet would register them
@@ -507,6 +511,13 @@ class ControlPlane:
             shutil.rmtree(self.workdir, ignore_errors=True)
         atexit.unregister(self.stop)
 
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver alone (etcd keeps the data): the cluster stops answering, as a
+        worker cluster out of reach does, until :meth:`restart_apiserver`."""
+        if self._apiserver is not None:
+            self._apiserver.stop()
+            self._apiserver = None
+
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again over the same etcd (the data stays), as a
         cluster's apiserver restarts; it listens on a new port, and the kubeconfig is rewritten.
@@ -514,9 +525,7 @@ class ControlPlane:
 
         Call it from the main thread: the new apiserver dies with the thread that started it
         (see ``_die_with_parent``)."""
-        if self._apiserver is not None:
-            self._apiserver.stop()
-            self._apiserver = None
+        self.stop_apiserver()
         self._start_apiserver()
         self._write_kubeconfig()
         if self._scheduler is not None:

@@ -1,0 +1,104 @@
+"""The MultiKueue loop: the cluster, admission check and workload controllers and the garbage
+collector, one pass every ``syncPeriod``, in one thread of ``clueue controller``.
+
+Passes run only while this replica leads (``leading``), as decision cycles do: two replicas
+never dispatch the same Workload. A pass that fails (the manager's API server unavailable, a
+permission missing) is logged, once while the same failure lasts, and the next pass tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from kubernetes import client
+
+from .api import EventRecorder, KueueObjects, key_of
+from .checks import CheckController
+from .clusters import ClusterController, WorkerRegistry
+from .gc import collect_garbage
+from .settings import MultiKueueSettings
+from .workloads import WorkloadController
+
+__all__ = ["MultiKueue"]
+
+log = logging.getLogger("clueue.multikueue")
+
+
+class MultiKueue:
+    """MultiKueue's controllers on the manager cluster ``api``; :meth:`start` runs them in a
+    thread until :meth:`stop`, :meth:`run_once` runs one pass in the caller's.
+
+    >>> mk = MultiKueue(api, "clueue-system", MultiKueueSettings()).start()   # doctest: +SKIP
+    >>> mk.registry.active()                                                  # doctest: +SKIP
+    """
+
+    def __init__(self, api: client.ApiClient, namespace: str, settings: MultiKueueSettings, *,
+                 metrics: Any = None, leading: Callable[[], bool] = lambda: True) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.settings = settings
+        self.metrics = metrics
+        self.leading = leading
+        self.registry = WorkerRegistry()
+        self.passes = 0
+        self._parts: tuple[ClusterController, CheckController, WorkloadController] | None = None
+        self._next_gc = time.monotonic() + settings.gc_interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._told = ""
+
+    def start(self) -> MultiKueue:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="multikueue", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if self.leading():
+                try:
+                    self.run_once()
+                    self._told = ""
+                except Exception as e:  # noqa: BLE001 - logged once while it lasts; the next pass tries again
+                    said = f"{type(e).__name__}: {e}"
+                    if said != self._told:
+                        log.warning("multikueue pass failed: %s", said)
+                    self._told = said
+            self._stop.wait(self.settings.sync_period)
+
+    def _controllers(self) -> tuple[ClusterController, CheckController, WorkloadController]:
+        if self._parts is None:  # kueue.x-k8s.io may be installed after the controller started
+            manager = KueueObjects(self.api)
+            events = EventRecorder(self.api, manager.version)
+            self._parts = (ClusterController(manager, self.namespace, events, self.registry),
+                           CheckController(manager),
+                           WorkloadController(manager, self.registry, self.settings, events, self.metrics))
+        return self._parts
+
+    def run_once(self) -> None:
+        """One pass: clusters, checks, workloads, and the garbage collector when due.
+
+        Raises:
+            ApiException, urllib3 errors: the manager could not be read or written.
+        """
+        clusters, checks, workloads = self._controllers()
+        clusters.sync()
+        checks.sync(clusters.clusters)
+        if self.metrics is not None:
+            self.metrics.set_multikueue_workers({n: w.active for n, w in self.registry.workers.items()})
+        if self.registry.workers:
+            manager_workloads = {key_of(w): w for w in clusters.manager.list("workloads")}
+            copies = workloads.list_copies()
+            workloads.sync(manager_workloads, copies, checks.clusters_of)
+            if self.settings.gc_interval > 0 and time.monotonic() >= self._next_gc:
+                self._next_gc = time.monotonic() + self.settings.gc_interval
+                collect_garbage(manager_workloads, copies, self.registry)
+        self.passes += 1

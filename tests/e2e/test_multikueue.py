@@ -1,0 +1,470 @@
+"""MultiKueue against real control planes: one manager and two workers, each its own etcd and
+kube-apiserver, shared by the module's tests (each test works in a namespace of its own).
+
+The manager runs clueue's MultiKueue controllers (adapters/multikueue) in this process, with
+short intervals. Until the engine reserves quota for Workloads behind an admission check, the
+test writes the manager Workload's quota reservation and its MultiKueue check (Pending) through
+the status subresource, as the manager's admission would. In the workers, the first test runs
+``clueue controller`` (real admission); the others act as the worker's admission themselves,
+writing ``Admitted`` on a copy, so that they can choose who admits when.
+
+Seed (KEP-693) integration list, in order: admitted in one (worker running clueue, the other
+without a usable ClusterQueue), admitted at the same time by two (exactly one copy survives),
+rejected by one, a worker without the namespace, a worker that deletes its copy, finished,
+finished with an error, garbage collection of an orphan, and last (it stops an apiserver):
+unresponsive worker (Active False and an Event), lost-worker timeout, a kubeconfig Secret
+change that reconnects it, and the duplicate left there removed.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clueue.adapters.controller.metrics import Metrics
+from clueue.adapters.multikueue import MultiKueue, MultiKueueSettings
+from clueue.adapters.multikueue.api import now
+from tests.e2e.controller_harness import (CONTROLLER_NS, controller_log, metric, metrics_port, start_controller,
+                                          stop_controller, wait_until)
+from tests.testenv.build import ensure_binaries
+from tests.testenv.control_plane import ControlPlane
+
+G, V = "kueue.x-k8s.io", "v1beta1"
+CHECK = "multikueue"
+WORKERS = ("worker1", "worker2")
+LOST_AFTER = 4.0  # workerLostTimeout of the module's MultiKueue (seconds)
+GC_EVERY = 2.0
+WAIT = 60.0  # a guard against hanging, not a measure of speed
+
+
+@dataclass
+class Clusters:
+    manager: ControlPlane
+    workers: dict[str, ControlPlane]
+    api: client.ApiClient  # the manager's admin
+    multikueue: MultiKueue
+    metrics: Metrics
+
+    def worker_api(self, name: str) -> client.ApiClient:
+        return self.workers[name].api_client()
+
+
+def _secret(plane: ControlPlane) -> dict[str, str]:
+    return {"kubeconfig": base64.b64encode(plane.kubeconfig.read_bytes()).decode()}
+
+
+def put_kubeconfig_secret(api: client.ApiClient, name: str, plane: ControlPlane) -> None:
+    core = client.CoreV1Api(api)
+    body = {"metadata": {"name": name, "namespace": CONTROLLER_NS}, "data": _secret(plane)}
+    try:
+        core.create_namespaced_secret(CONTROLLER_NS, body)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+        core.patch_namespaced_secret(name, CONTROLLER_NS, {"data": _secret(plane)})
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[Clusters]:
+    binaries = ensure_binaries()
+    with ControlPlane(binaries) as manager, ControlPlane(binaries) as w1, ControlPlane(binaries) as w2:
+        manager.create_namespace(CONTROLLER_NS)
+        api = manager.api_client()
+        custom = client.CustomObjectsApi(api)
+        for name, plane in (("worker1", w1), ("worker2", w2)):
+            put_kubeconfig_secret(api, f"{name}-kubeconfig", plane)
+        # worker1 as v1beta1 writes it, worker2 as v1beta2 does (clusterSource).
+        custom.create_cluster_custom_object(G, "v1beta1", "multikueueclusters", {
+            "apiVersion": f"{G}/v1beta1", "kind": "MultiKueueCluster", "metadata": {"name": "worker1"},
+            "spec": {"kubeConfig": {"location": "worker1-kubeconfig", "locationType": "Secret"}}})
+        custom.create_cluster_custom_object(G, "v1beta2", "multikueueclusters", {
+            "apiVersion": f"{G}/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": "worker2"},
+            "spec": {"clusterSource": {"kubeConfig": {"location": "worker2-kubeconfig"}}}})
+        custom.create_cluster_custom_object(G, V, "multikueueconfigs", {
+            "apiVersion": f"{G}/{V}", "kind": "MultiKueueConfig", "metadata": {"name": "two-workers"},
+            "spec": {"clusters": list(WORKERS)}})
+        custom.create_cluster_custom_object(G, V, "admissionchecks", {
+            "apiVersion": f"{G}/{V}", "kind": "AdmissionCheck", "metadata": {"name": CHECK},
+            "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                     "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": "two-workers"}}})
+        metrics = Metrics()
+        settings = MultiKueueSettings(gc_interval=GC_EVERY, worker_lost_timeout=LOST_AFTER, sync_period=0.2)
+        multikueue = MultiKueue(api, CONTROLLER_NS, settings, metrics=metrics).start()
+        try:
+            yield Clusters(manager, {"worker1": w1, "worker2": w2}, api, multikueue, metrics)
+        finally:
+            multikueue.stop()
+            api.close()
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def namespace_in(clusters: Clusters, *, workers: tuple[str, ...] = WORKERS) -> str:
+    name = f"mk-{uuid.uuid4().hex[:6]}"
+    clusters.manager.create_namespace(name)
+    for worker in workers:
+        clusters.workers[worker].create_namespace(name)
+    return name
+
+
+def get(api: client.ApiClient, plural: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+    custom = client.CustomObjectsApi(api)
+    try:
+        if namespace:
+            return dict(custom.get_namespaced_custom_object(G, V, namespace, plural, name))
+        return dict(custom.get_cluster_custom_object(G, V, plural, name))
+    except client.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def cond(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def submit(clusters: Clusters, namespace: str, name: str = "job") -> dict[str, Any]:
+    """A Workload in the manager, its quota reserved and its MultiKueue check Pending."""
+    custom = client.CustomObjectsApi(clusters.api)
+    custom.create_namespaced_custom_object(G, V, namespace, "workloads", {
+        "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    return reserve(clusters, namespace, name)
+
+
+def reserve(clusters: Clusters, namespace: str, name: str) -> dict[str, Any]:
+    """Act as the manager's admission: quota reserved, the check Pending (again)."""
+    custom = client.CustomObjectsApi(clusters.api)
+    wl = get(clusters.api, "workloads", name, namespace)
+    assert wl is not None
+    stamp = now()
+    status = {k: v for k, v in (wl.get("status") or {}).items() if k != "clusterName"}
+    status["conditions"] = [c for c in status.get("conditions") or () if c["type"] not in ("QuotaReserved",)] + [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "reserved by the test",
+         "lastTransitionTime": stamp}]
+    status["admission"] = {"clusterQueue": "manager-cq", "podSetAssignments": [
+        {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}}]}
+    status["admissionChecks"] = [{"name": CHECK, "state": "Pending", "message": "", "lastTransitionTime": stamp}]
+    wl["status"] = status
+    return dict(custom.replace_namespaced_custom_object_status(G, V, namespace, "workloads", name, wl))
+
+
+def check_of(clusters: Clusters, namespace: str, name: str = "job") -> dict[str, Any]:
+    wl = get(clusters.api, "workloads", name, namespace) or {}
+    return next((c for c in (wl.get("status") or {}).get("admissionChecks") or () if c["name"] == CHECK), {})
+
+
+def copy_in(clusters: Clusters, worker: str, namespace: str, name: str = "job") -> dict[str, Any] | None:
+    with clusters.worker_api(worker) as api:
+        return get(api, "workloads", name, namespace)
+
+
+def set_copy_status(clusters: Clusters, worker: str, namespace: str, *conditions: tuple[str, str, str],
+                    checks: list[dict[str, Any]] | None = None, name: str = "job") -> None:
+    """Act as the worker: write conditions (type, status, reason) on its copy."""
+    with clusters.worker_api(worker) as api:
+        copy = get(api, "workloads", name, namespace)
+        assert copy is not None, f"no copy in {worker}"
+        status = dict(copy.get("status") or {})
+        kept = [c for c in status.get("conditions") or () if c["type"] not in {t for t, _, _ in conditions}]
+        status["conditions"] = kept + [{"type": t, "status": s, "reason": r, "message": f"{r} by the test",
+                                        "lastTransitionTime": now()} for t, s, r in conditions]
+        if checks is not None:
+            status["admissionChecks"] = checks
+        copy["status"] = status
+        client.CustomObjectsApi(api).replace_namespaced_custom_object_status(G, V, namespace, "workloads", name, copy)
+
+
+def admit_copy(clusters: Clusters, worker: str, namespace: str, name: str = "job") -> None:
+    set_copy_status(clusters, worker, namespace, ("QuotaReserved", "True", "QuotaReserved"),
+                    ("Admitted", "True", "Admitted"), name=name)
+
+
+def events_of(clusters: Clusters, namespace: str, name: str) -> list[str]:
+    listed = client.CoreV1Api(clusters.api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}")
+    return [f"{e.type} {e.reason}: {e.message}" for e in listed.items]
+
+
+def wait_ready_on(clusters: Clusters, namespace: str, name: str = "job") -> str:
+    def ready() -> str:
+        wl = get(clusters.api, "workloads", name, namespace) or {}
+        state = check_of(clusters, namespace, name)
+        return str((wl.get("status") or {}).get("clusterName") or "") if state.get("state") == "Ready" else ""
+    return wait_until(ready, WAIT, f"the MultiKueue check of {namespace}/{name} to be Ready")
+
+
+def delete_workload(clusters: Clusters, namespace: str, name: str = "job") -> None:
+    client.CustomObjectsApi(clusters.api).delete_namespaced_custom_object(G, V, namespace, "workloads", name)
+
+
+# -- clusters and the check ------------------------------------------------------------------------
+
+def test_workers_and_the_check_become_active(clusters: Clusters) -> None:
+    for worker in WORKERS:
+        wait_until(lambda w=worker: cond(get(clusters.api, "multikueueclusters", w), "Active").get("status") == "True",
+                   WAIT, f"MultiKueueCluster {worker} Active")
+    wait_until(lambda: cond(get(clusters.api, "admissionchecks", CHECK), "Active").get("reason") == "Active",
+               WAIT, "the AdmissionCheck Active")
+    active = cond(get(clusters.api, "admissionchecks", CHECK), "Active")
+    assert (active["status"], active["message"]) == ("True", "The admission check is active")
+    assert set(clusters.multikueue.registry.active()) == set(WORKERS)
+
+
+def test_bad_configs_make_the_check_and_cluster_inactive(clusters: Clusters) -> None:
+    custom = client.CustomObjectsApi(clusters.api)
+    custom.create_cluster_custom_object(G, V, "multikueueclusters", {
+        "apiVersion": f"{G}/{V}", "kind": "MultiKueueCluster", "metadata": {"name": "nowhere"},
+        "spec": {"kubeConfig": {"location": "no-such-secret", "locationType": "Secret"}}})
+    custom.create_cluster_custom_object(G, V, "multikueueconfigs", {
+        "apiVersion": f"{G}/{V}", "kind": "MultiKueueConfig", "metadata": {"name": "nowhere"},
+        "spec": {"clusters": ["nowhere", "missing"]}})
+    for name, config in (("mk-nowhere", "nowhere"), ("mk-no-config", "absent")):
+        custom.create_cluster_custom_object(G, V, "admissionchecks", {
+            "apiVersion": f"{G}/{V}", "kind": "AdmissionCheck", "metadata": {"name": name},
+            "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                     "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": config}}})
+    try:
+        inactive = wait_until(lambda: cond(get(clusters.api, "multikueueclusters", "nowhere"), "Active"), WAIT,
+                              "the Active condition of MultiKueueCluster nowhere")
+        assert (inactive["status"], inactive["reason"]) == ("False", "BadKubeConfig")
+        assert "no-such-secret" in inactive["message"]
+        events = wait_until(lambda: events_of(clusters, "default", "nowhere"), WAIT, "a Warning Event")
+        assert any(e.startswith("Warning BadKubeConfig") for e in events), events
+        unusable = wait_until(lambda: cond(get(clusters.api, "admissionchecks", "mk-nowhere"), "Active"), WAIT, "it")
+        assert (unusable["status"], unusable["reason"]) == ("False", "NoUsableClusters")
+        assert unusable["message"] == "Missing clusters: [missing], Inactive clusters: [nowhere]"
+        bad = wait_until(lambda: cond(get(clusters.api, "admissionchecks", "mk-no-config"), "Active"), WAIT, "it")
+        assert (bad["status"], bad["reason"]) == ("False", "BadConfig")
+    finally:
+        for plural, name in (("admissionchecks", "mk-nowhere"), ("admissionchecks", "mk-no-config"),
+                             ("multikueueconfigs", "nowhere"), ("multikueueclusters", "nowhere")):
+            custom.delete_cluster_custom_object(G, V, plural, name)
+
+
+# -- the seed's integration list ------------------------------------------------------------------
+
+def _queues(api: client.ApiClient, namespace: str, *, cluster_queue: str, with_cluster_queue: bool) -> None:
+    custom = client.CustomObjectsApi(api)
+    for plural, body in (
+            ("resourceflavors", {"metadata": {"name": "default"}, "spec": {}}),
+            ("clusterqueues", {"metadata": {"name": cluster_queue}, "spec": {
+                "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})):
+        if plural == "clusterqueues" and not with_cluster_queue:
+            continue
+        try:
+            custom.create_cluster_custom_object(G, V, plural, {"apiVersion": f"{G}/{V}", "kind": {
+                "resourceflavors": "ResourceFlavor", "clusterqueues": "ClusterQueue"}[plural], **body})
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+    custom.create_namespaced_custom_object(G, V, namespace, "localqueues", {
+        "apiVersion": f"{G}/{V}", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue}})
+
+
+def test_admitted_in_one_worker_running_clueue(clusters: Clusters, tmp_path: Path) -> None:
+    """worker1 runs clueue controller with room; worker2 runs it too, but its LocalQueue points
+    to a ClusterQueue it does not have: worker1 admits, worker2's copy is removed."""
+    ns = namespace_in(clusters)
+    with clusters.worker_api("worker1") as w1, clusters.worker_api("worker2") as w2:
+        _queues(w1, ns, cluster_queue="cq", with_cluster_queue=True)
+        _queues(w2, ns, cluster_queue="missing-cq", with_cluster_queue=False)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for worker in WORKERS:
+            clusters.workers[worker].create_namespace(CONTROLLER_NS)
+            procs.append(start_controller(clusters.workers[worker], "--batch-window", "0.05"))
+        submit(clusters, ns)
+        assert wait_ready_on(clusters, ns) == "worker1"
+        copy = copy_in(clusters, "worker1", ns)
+        assert copy is not None and cond(copy, "Admitted").get("status") == "True"
+        assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+        assert copy["spec"]["queueName"] == "lq"
+        assert copy_in(clusters, "worker2", ns) is None, "the copy in the worker that did not admit is removed"
+        wl = get(clusters.api, "workloads", "job", ns) or {}
+        assert "nominatedClusterNames" not in wl["status"]
+        assert check_of(clusters, ns)["message"] == 'The workload was admitted on "worker1"'
+        events = events_of(clusters, ns, "job")
+        assert any("dispatched the workload to worker worker2" in e for e in events), events
+        assert any('admitted on "worker1"' in e for e in events), events
+        assert clusters.metrics.registry.get_sample_value("clueue_multikueue_admitted_total",
+                                                          {"cluster": "worker1"}) >= 1
+        # The job finishes in the worker: finished in the manager, the copy removed.
+        set_copy_status(clusters, "worker1", ns, ("Finished", "True", "Succeeded"))
+        wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Finished").get("reason") == "Succeeded",
+                   WAIT, "the manager Workload Finished")
+        wait_until(lambda: copy_in(clusters, "worker1", ns) is None, WAIT, "the finished copy removed")
+    finally:
+        for proc in procs:
+            assert stop_controller(proc) == 0, controller_log(proc)[-2000:]
+
+
+def test_admitted_at_the_same_time_by_two(clusters: Clusters) -> None:
+    """Both workers admit between two passes: the copy admitted first (the earliest Admitted
+    transition, then the worker's name) wins and the other is deleted before the check is Ready."""
+    ns = namespace_in(clusters)
+    clusters.multikueue.stop()  # the next pass, run here, sees both admissions at once
+    try:
+        submit(clusters, ns)
+        clusters.multikueue.run_once()
+        assert copy_in(clusters, "worker1", ns) is not None and copy_in(clusters, "worker2", ns) is not None
+        admit_copy(clusters, "worker2", ns)
+        admit_copy(clusters, "worker1", ns)
+        admitted = sorted((cond(copy_in(clusters, w, ns), "Admitted")["lastTransitionTime"], w) for w in WORKERS)
+        clusters.multikueue.run_once()
+    finally:
+        clusters.multikueue.start()
+    assert wait_ready_on(clusters, ns) == admitted[0][1]
+    survivors = [w for w in WORKERS if copy_in(clusters, w, ns) is not None]
+    assert survivors == [admitted[0][1]], f"exactly one copy survives: {survivors}"
+    delete_workload(clusters, ns)
+    wait_until(lambda: copy_in(clusters, admitted[0][1], ns) is None, WAIT, "the copy deleted with its Workload")
+
+
+def test_rejected_by_one(clusters: Clusters) -> None:
+    ns = namespace_in(clusters)
+    submit(clusters, ns)
+    wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT, "two copies")
+    set_copy_status(clusters, "worker1", ns, checks=[{"name": "prov", "state": "Rejected", "message": "no GPUs",
+                                                      "lastTransitionTime": now()}])
+    wait_until(lambda: copy_in(clusters, "worker1", ns) is None, WAIT, "the rejected copy removed")
+    admit_copy(clusters, "worker2", ns)
+    assert wait_ready_on(clusters, ns) == "worker2"
+    assert copy_in(clusters, "worker1", ns) is None, "a worker that rejected is not given the workload again"
+    assert any("worker worker1 rejected the workload" in e for e in events_of(clusters, ns, "job"))
+    delete_workload(clusters, ns)
+
+
+def test_worker_without_the_namespace(clusters: Clusters) -> None:
+    ns = namespace_in(clusters, workers=("worker2",))
+    submit(clusters, ns)
+    events = wait_until(lambda: [e for e in events_of(clusters, ns, "job") if "does not exist there" in e], WAIT,
+                        "a Warning Event on the manager Workload")
+    assert events[0].startswith("Warning MultiKueue: cannot dispatch the workload to worker worker1"), events
+    wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "the copy in worker2")
+    admit_copy(clusters, "worker2", ns)
+    assert wait_ready_on(clusters, ns) == "worker2"
+    delete_workload(clusters, ns)
+
+
+def test_worker_deletes_the_copy(clusters: Clusters) -> None:
+    ns = namespace_in(clusters)
+    submit(clusters, ns)
+    wait_until(lambda: copy_in(clusters, "worker1", ns), WAIT, "the copy in worker1")
+    admit_copy(clusters, "worker1", ns)
+    assert wait_ready_on(clusters, ns) == "worker1"
+    with clusters.worker_api("worker1") as api:
+        client.CustomObjectsApi(api).delete_namespaced_custom_object(G, V, ns, "workloads", "job")
+    state = wait_until(lambda: check_of(clusters, ns) if check_of(clusters, ns).get("state") == "Retry" else None,
+                       WAIT, "the check Retry")
+    assert state["message"] == "Admitting remote no longer exists"
+    wl = get(clusters.api, "workloads", "job", ns) or {}
+    assert "clusterName" not in wl["status"], "requeued globally: no cluster recorded"
+    assert copy_in(clusters, "worker2", ns) is None
+    # Requeued (the manager's admission reserves again): dispatched anew.
+    reserve(clusters, ns, "job")
+    wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "a new copy in worker2")
+    delete_workload(clusters, ns)
+
+
+def test_finished_with_an_error(clusters: Clusters) -> None:
+    ns = namespace_in(clusters)
+    submit(clusters, ns)
+    wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "the copy in worker2")
+    admit_copy(clusters, "worker2", ns)
+    assert wait_ready_on(clusters, ns) == "worker2"
+    set_copy_status(clusters, "worker2", ns, ("PodsReady", "True", "PodsReady"))
+    wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "PodsReady").get("status") == "True", WAIT,
+               "PodsReady copied back")
+    set_copy_status(clusters, "worker2", ns, ("Finished", "True", "Failed"))
+    finished = wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Finished"), WAIT, "Finished")
+    assert (finished["status"], finished["reason"], finished["message"]) == ("True", "Failed", "Failed by the test")
+    wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the copy removed")
+
+
+def test_garbage_collector_removes_an_orphan(clusters: Clusters) -> None:
+    ns = namespace_in(clusters)
+    with clusters.worker_api("worker1") as api:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, ns, "workloads", {
+            "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {
+                "name": "orphan", "namespace": ns, "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"},
+                "annotations": {"kueue.x-k8s.io/multikueue-origin-uid": "gone"}},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+        client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, ns, "workloads", {
+            "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {
+                "name": "someone-elses", "namespace": ns, "labels": {"kueue.x-k8s.io/multikueue-origin": "other"}},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+    wait_until(lambda: copy_in(clusters, "worker1", ns, "orphan") is None, WAIT, "the orphan collected")
+    assert copy_in(clusters, "worker1", ns, "someone-elses") is not None, "another origin's copy is left alone"
+
+
+def test_unresponsive_worker_lost_then_back_with_a_duplicate(clusters: Clusters) -> None:
+    """worker1 runs the workload and stops answering: inactive with an Event, the workload goes
+    back to pending after workerLostTimeout and runs on worker2; worker1 comes back on a new
+    address (its kubeconfig Secret changes: reconnected) and its stale copy is removed."""
+    ns = namespace_in(clusters)
+    submit(clusters, ns)
+    wait_until(lambda: copy_in(clusters, "worker1", ns), WAIT, "the copy in worker1")
+    admit_copy(clusters, "worker1", ns)
+    assert wait_ready_on(clusters, ns) == "worker1"
+    worker1 = clusters.workers["worker1"]
+    worker1.stop_apiserver()
+    try:
+        inactive = wait_until(
+            lambda: (c := cond(get(clusters.api, "multikueueclusters", "worker1"), "Active")).get("status") == "False"
+            and c, WAIT, "worker1 inactive")
+        assert inactive["reason"] == "ClientConnectionFailed"
+        assert any(e.startswith("Warning ClientConnectionFailed") for e in events_of(clusters, "default", "worker1"))
+        some = wait_until(lambda: cond(get(clusters.api, "admissionchecks", CHECK), "Active").get("reason")
+                          == "SomeActiveClusters", WAIT, "the check partly active")
+        assert some and cond(get(clusters.api, "admissionchecks", CHECK), "Active")["message"] == \
+            "Inactive clusters: [worker1]"
+        retry = wait_until(lambda: check_of(clusters, ns) if check_of(clusters, ns).get("state") == "Retry" else None,
+                           WAIT, "the check Retry after workerLostTimeout")
+        assert retry["message"].startswith('Admitting remote lost: worker "worker1"')
+        assert clusters.metrics.registry.get_sample_value("clueue_multikueue_lost_total", {"cluster": "worker1"}) == 1
+        reserve(clusters, ns, "job")  # requeued and reserved again in the manager
+        wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "the copy in worker2")
+        admit_copy(clusters, "worker2", ns)
+        assert wait_ready_on(clusters, ns) == "worker2"
+    finally:
+        worker1.restart_apiserver()  # a new port: the kubeconfig changes
+    put_kubeconfig_secret(clusters.api, "worker1-kubeconfig", worker1)
+    wait_until(lambda: cond(get(clusters.api, "multikueueclusters", "worker1"), "Active").get("status") == "True",
+               WAIT, "worker1 reconnected after its Secret changed")
+    wait_until(lambda: copy_in(clusters, "worker1", ns) is None, WAIT, "the duplicate in worker1 removed")
+    assert copy_in(clusters, "worker2", ns) is not None
+    wl = get(clusters.api, "workloads", "job", ns) or {}
+    assert wl["status"]["clusterName"] == "worker2" and check_of(clusters, ns)["state"] == "Ready"
+
+
+def test_clueue_controller_runs_multikueue(clusters: Clusters, tmp_path: Path) -> None:
+    """`clueue controller` on the manager runs the same controllers (its /metrics per worker)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: clueue.dev/v1\nkind: Configuration\nmultiKueue:\n  syncPeriod: 500ms\n"
+                      "  gcInterval: 1m\n  workerLostTimeout: 1m\n")
+    proc = start_controller(clusters.manager, "--config", str(config))
+    try:
+        port = metrics_port(proc)
+        for worker in WORKERS:
+            wait_until(lambda w=worker: metric(port, "clueue_multikueue_worker_active", cluster=w) == 1, WAIT,
+                       f"clueue_multikueue_worker_active{{cluster={worker}}} 1", proc=proc)
+    finally:
+        assert stop_controller(proc) == 0
