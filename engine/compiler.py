@@ -20,6 +20,7 @@ from fractions import Fraction
 from math import ceil, floor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .checks import inactive_checks
 from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
 from .memo import Memo
@@ -279,6 +280,8 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     queue_facts = _PerTree(kept, "cq_facts", units, _cluster_queue_facts, capped=True)
     for cq in snapshot.cluster_queues.values():
         out.extend(queue_facts(units.node_tree[Node("cq", cq.name)])(cq))
+        for check, why in inactive_checks(cq, snapshot.admission_checks):
+            out.add("cq_check_inactive", cq.name, check, why)
     # A namespace matters to a ClusterQueue only through a LocalQueue of that namespace pointing
     # to it, so only those pairs are checked (not every ClusterQueue against every namespace).
     queued = {(w.namespace, w.queue) for w in live}

@@ -66,6 +66,10 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("cluster_queue(Q)", "str", "ClusterQueue Q exists.", 'cluster_queue("team-a").'),
     _p("cq_stopped(Q)", "str", "ClusterQueue Q has a stopPolicy other than None: it admits nothing new.",
        'cq_stopped("team-a").'),
+    _p("cq_check_inactive(Q,Check,Why)", "str str str",
+       "ClusterQueue Q requires AdmissionCheck Check, which does not exist or is not Active (Why, in words): "
+       "as Kueue, Q is inactive and admits nothing new.",
+       'cq_check_inactive("team-a","prov-req","does not exist").'),
     _p("cohort(C)", "str", "Cohort C exists, as an object or because a ClusterQueue or Cohort names it.",
        'cohort("eng").'),
     _p("queue_parent(N,P)", "node node", "Node N of the quota tree is a child of cohort P.",

@@ -16,6 +16,7 @@ __all__ = [
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
     "PodGroup", "Rejected", "STOP_POLICIES",
+    "AdmissionCheck", "CheckRule", "PodSetUpdate", "CheckState", "CHECK_STATES",
 ]
 
 Resources = Mapping[str, Fraction]
@@ -134,6 +135,50 @@ class ResourceGroup:
     flavors: tuple[FlavorQuotas, ...]
 
 
+#: The states of an admission check on a Workload (``status.admissionChecks[].state``).
+CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
+
+
+@dataclass(frozen=True)
+class AdmissionCheck:
+    """A ``kueue.x-k8s.io`` AdmissionCheck: a gate run by ``controller`` after quota is reserved."""
+
+    name: str
+    controller: str  # spec.controllerName
+    parameters: tuple[str, str, str] | None  # spec.parameters (apiGroup, kind, name)
+    active: bool  # its Active condition is True: the controller evaluates it
+
+
+@dataclass(frozen=True)
+class CheckRule:
+    """An admission check a ClusterQueue requires, for workloads using one of ``on_flavors``
+    (every workload when empty): ``spec.admissionChecks`` or ``spec.admissionChecksStrategy``."""
+
+    name: str
+    on_flavors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodSetUpdate:
+    """What a check asks to add to the pods of one pod set before they start."""
+
+    name: str  # the pod set
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, object], ...] = ()  # as written: they are copied to pods unchanged
+
+
+@dataclass(frozen=True)
+class CheckState:
+    """One entry of a Workload's ``status.admissionChecks``."""
+
+    name: str
+    state: str  # one of CHECK_STATES
+    message: str = ""
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
+
+
 @dataclass(frozen=True)
 class ClusterQueue:
     name: str
@@ -148,6 +193,7 @@ class ClusterQueue:
     reclaim_within_cohort: str = "Never"  # preemption: Never, LowerPriority or Any
     borrow_within_cohort: str = "Never"  # preemption while borrowing: Never or LowerPriority
     borrow_max_priority: int | None = None  # borrowWithinCohort.maxPriorityThreshold
+    admission_checks: tuple[CheckRule, ...] = ()  # checks its workloads pass after quota reservation
 
     @property
     def stopped(self) -> bool:
@@ -219,6 +265,8 @@ class KueueWorkload:
     uid: str = ""  # metadata.uid: the pods ungated for it record it (a group whose Workload is gone has ended)
     deleting: bool = False  # metadata.deletionTimestamp is set
     owners: tuple[str, ...] = ()  # uids of the Pods among its ownerReferences, sorted
+    checks: tuple[CheckState, ...] = ()  # status.admissionChecks, by name
+    admitted: bool = False  # its Admitted condition is True (quota reserved and every check Ready)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, overload
 
-from .objects import Rejected
+from .objects import CheckState, Rejected
 from .reasons import Reason
 
 __all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
@@ -64,6 +64,17 @@ class WorkloadEntry:
     reasons: tuple[Reason, ...] = ()
     # (pod set, succeeded pods) of an admitted pod group: its status.reclaimablePods
     reclaimable: tuple[tuple[str, int], ...] = ()
+    # of a workload holding quota in a ClusterQueue with admission checks: the checks its
+    # flavors require, with their states (docs/admission-checks.md)
+    admission_checks: tuple[CheckState, ...] = ()
+
+    @property
+    def phase(self) -> str | None:
+        """For an admitted entry: ``QuotaReserved`` while an admission check is not Ready (its
+        pods stay gated), else ``Admitted``; None for the other states."""
+        if self.state != "admitted":
+            return None
+        return "Admitted" if all(c.state == "Ready" for c in self.admission_checks) else "QuotaReserved"
 
     @property
     def has_workload_object(self) -> bool:
@@ -85,6 +96,10 @@ class WorkloadEntry:
         out["reasons"] = [r.to_dict() for r in self.reasons]
         if self.reclaimable:
             out["reclaimablePods"] = [{"name": name, "count": count} for name, count in self.reclaimable]
+        if self.admission_checks:
+            out["phase"] = self.phase
+            out["admissionChecks"] = [{"name": c.name, "state": c.state, "message": c.message}
+                                      for c in self.admission_checks]
         return out
 
 
@@ -96,7 +111,8 @@ class Action:
     a pod, add ``nodeSelector`` and any ``annotations``), ``delete-pod`` (an excess pod, or a
     pod of a group whose Workload was deleted), ``finalize-pod`` (remove the pod's finalizer
     ``kueue.x-k8s.io/managed``), ``finish`` (mark the Workload of finished pods Finished),
-    ``preempt`` (evict an admitted workload and delete its pods).
+    ``preempt`` (evict an admitted workload and delete its pods), ``complete-admission`` (every
+    admission check of a workload whose quota is reserved is Ready: record it Admitted).
     """
 
     kind: str

@@ -45,6 +45,8 @@ _KINDS = (
                "ClusterQueue {{clusterQueue}} does not exist", True),
     ReasonKind("ClusterQueueInactive", "cluster_queue_inactive", ("clusterQueue", "flavor"),
                "ClusterQueue {{clusterQueue}} is inactive: its flavor {{flavor}} does not exist", True),
+    ReasonKind("AdmissionCheckInactive", "admission_check_inactive", ("clusterQueue", "admissionCheck", "why"),
+               "ClusterQueue {{clusterQueue}} is inactive: its admission check {{admissionCheck}} {{why}}", True),
     ReasonKind("ClusterQueueStopped", "cluster_queue_stopped", ("clusterQueue",),
                "ClusterQueue {{clusterQueue}} is stopped (stopPolicy) and admits nothing new", True),
     ReasonKind("LocalQueueStopped", "local_queue_stopped", ("namespace", "localQueue"),
@@ -100,6 +102,24 @@ _KINDS = (
                "group {{group}} declares {{total}} pods; this one is in excess and the youngest"),
     ReasonKind("Admitted", None, ("clusterQueue", "flavors"),
                "admitted in ClusterQueue {{clusterQueue}} using {{flavors|join(', ')}}"),
+    # Admission checks (checks.py): quota reserved first, admitted once every check is Ready
+    ReasonKind("QuotaReserved", None, ("clusterQueue", "flavors", "checks"),
+               "quota reserved in ClusterQueue {{clusterQueue}} using {{flavors|join(', ')}}; waiting for admission "
+               "checks: {{checks|join(', ')}} (Pending)"),
+    ReasonKind("WaitingForAdmissionChecks", None, ("clusterQueue", "checks", "states", "messages"),
+               "waiting for admission checks: {% for c in checks %}{{c}} ({{states[loop.index0]}}"
+               "{% if messages[loop.index0] %}: {{messages[loop.index0]}}{% endif %}){% if not loop.last %}, "
+               "{% endif %}{% endfor %}; quota reserved in ClusterQueue {{clusterQueue}}"),
+    ReasonKind("AdmissionCheckRetry", None, ("checks", "messages"),
+               "evicted: admission check {% for c in checks %}{{c}}{% if messages[loop.index0] %} "
+               "({{messages[loop.index0]}}){% endif %}{% if not loop.last %}, {% endif %}{% endfor %} asks to retry; "
+               "its quota is released and it is queued again"),
+    ReasonKind("AdmissionCheckRejected", None, ("checks", "messages"),
+               "evicted and deactivated: admission check {% for c in checks %}{{c}}{% if messages[loop.index0] %} "
+               "({{messages[loop.index0]}}){% endif %}{% if not loop.last %}, {% endif %}{% endfor %} rejected it",
+               True),
+    ReasonKind("PodSetUpdateConflict", None, ("why",),
+               "its pods stay gated: {{why}} (admission checks may only add to pods)"),
     ReasonKind("AlreadyAdmitted", None, ("clusterQueue",),
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
     ReasonKind("Finished", None, (),

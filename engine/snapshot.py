@@ -18,10 +18,10 @@ from typing import Any, Iterable, Mapping
 from .errors import SnapshotError
 from .memo import Changes, Memo
 from .objects import (
-    Admission, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
+    Admission, AdmissionCheck, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
     Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
-    WorkloadPriorityClass, STOP_POLICIES,
+    WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
 from .quantity import parse_quantity
 
@@ -67,13 +67,15 @@ class Snapshot:
     workloads: Mapping[str, KueueWorkload] = field(default_factory=dict)
     pods: Mapping[str, Pod] = field(default_factory=dict)
     pod_groups: Mapping[str, PodGroup] = field(default_factory=dict)
+    admission_checks: Mapping[str, AdmissionCheck] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # malformed objects left out (lenient snapshots only)
 
     def configuration(self) -> tuple[Mapping[str, Any], ...]:
         """Every object except workloads and pods: what queues, quotas and priorities are."""
         return (self.namespaces, self.nodes, self.priority_classes, self.workload_priority_classes,
-                self.flavors, self.cluster_queues, self.cohorts, self.local_queues)
+                self.flavors, self.cluster_queues, self.cohorts, self.local_queues,
+                self.admission_checks)
 
     def digest(self, memo: Memo | None = None) -> str:
         """A stable digest of the snapshot's content, for decision logs and plans.
@@ -113,7 +115,8 @@ def _object_hash(obj: object) -> int:
 
 
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",
-             "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups")
+             "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups",
+             "admission_checks")
 
 
 class Fields:
@@ -506,7 +509,59 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         borrow_within_cohort=borrow,
         borrow_max_priority=f.integer("spec.preemption.borrowWithinCohort.maxPriorityThreshold")
         if borrow != "Never" else None,
+        admission_checks=_check_rules(f),
     )
+
+
+def _check_rules(f: Fields) -> tuple[CheckRule, ...]:
+    """A ClusterQueue's admission checks: v1beta1's ``spec.admissionChecks`` (names, for every
+    flavor) or ``spec.admissionChecksStrategy.admissionChecks`` (name and ``onFlavors``; the
+    only form in v1beta2). Kueue's API allows one of the two."""
+    names = f.strings("spec.admissionChecks")
+    strategy = f.objects("spec.admissionChecksStrategy.admissionChecks")
+    if names and strategy:
+        raise f.fail("spec.admissionChecksStrategy", "admissionChecks and admissionChecksStrategy are mutually exclusive")
+    rules = [CheckRule(name) for name in names]
+    for p, rule in strategy:
+        name = f.string(f"{p}.name", None, rule.get("name"))
+        if not name:
+            raise f.fail(f"{p}.name", "the name of an AdmissionCheck is required")
+        rules.append(CheckRule(name, f.strings(f"{p}.onFlavors", rule.get("onFlavors"))))
+    return tuple(rules)
+
+
+def _check_states(f: Fields) -> tuple[CheckState, ...]:
+    """A Workload's ``status.admissionChecks``, by name."""
+    out = []
+    for p, c in f.objects("status.admissionChecks"):
+        state = f.string(f"{p}.state", "Pending", c.get("state"))
+        if state not in CHECK_STATES:
+            raise f.fail(f"{p}.state", f"expected one of {', '.join(CHECK_STATES)}, got {state!r}")
+        updates = []
+        for u, update in f.objects(f"{p}.podSetUpdates", c.get("podSetUpdates")):
+            updates.append(PodSetUpdate(
+                name=f.string(f"{u}.name", "", update.get("name")) or "",
+                labels=f.string_map(f"{u}.labels", update.get("labels")),
+                annotations=f.string_map(f"{u}.annotations", update.get("annotations")),
+                node_selector=f.string_map(f"{u}.nodeSelector", update.get("nodeSelector")),
+                tolerations=tuple(dict(t) for _, t in f.objects(f"{u}.tolerations", update.get("tolerations")))))
+        out.append(CheckState(f.string(f"{p}.name", "", c.get("name")) or "", str(state),
+                              f.string(f"{p}.message", "", c.get("message")) or "", tuple(updates)))
+    return tuple(sorted(out, key=lambda c: c.name))
+
+
+def _admission_check(f: Fields) -> AdmissionCheck:
+    controller = f.string("spec.controllerName")
+    if not controller:
+        raise f.fail("spec.controllerName", "the name of the controller that runs the check is required")
+    params = f.mapping("spec.parameters")
+    parameters = None
+    if params:
+        parameters = tuple(f.string(f"spec.parameters.{k}", "", params.get(k)) or ""
+                           for k in ("apiGroup", "kind", "name"))
+    active = any(c.get("type") == "Active" and c.get("status") == "True"
+                 for c in f.items("status.conditions") if isinstance(c, abc.Mapping))
+    return AdmissionCheck(f.name, controller, parameters, active)  # type: ignore[arg-type]
 
 
 def _choice(f: Fields, path: str, allowed: tuple[str, ...]) -> str:
@@ -536,9 +591,11 @@ def _workload(f: Fields) -> KueueWorkload:
                                        f.string_map(f"{p}.flavors", a.get("flavors")),
                                        f.count(f"{p}.count", -1, a.get("count"))))  # -1: the pod set's count
         admission = Admission(f.string("status.admission.clusterQueue", "", adm.get("clusterQueue")) or "", tuple(psa))
-    # Only Finished=True matters; other conditions are Kueue's own business, whatever their shape.
-    finished = any(c.get("type") == "Finished" and c.get("status") == "True"
-                   for c in f.items("status.conditions") if isinstance(c, abc.Mapping))
+    # Only Finished=True and Admitted=True matter; other conditions are Kueue's own business,
+    # whatever their shape.
+    true = {c["type"] for c in f.items("status.conditions")
+            if isinstance(c, abc.Mapping) and c.get("status") == "True" and isinstance(c.get("type"), str)}
+    finished = "Finished" in true
     ref = f.mapping("spec.priorityClassRef")
     reclaimable = {}
     for p, r in f.objects("status.reclaimablePods"):
@@ -556,6 +613,7 @@ def _workload(f: Fields) -> KueueWorkload:
         labels=f.string_map("metadata.labels", f.meta.get("labels") or {}),
         uid=f.string("metadata.uid", "") or "", deleting=f.meta.get("deletionTimestamp") is not None,
         owners=tuple(sorted(str(o.get("uid") or "") for o in pod_owners)),
+        checks=_check_states(f), admitted="Admitted" in true,
     )
 
 
@@ -627,6 +685,7 @@ _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
     (KUEUE_GROUP, "LocalQueue"): ("local_queues", _local_queue, True),
     (KUEUE_GROUP, "Workload"): ("workloads", _workload, True),
     (SCHEDULING_GROUP, "PodGroup"): ("pod_groups", _pod_group, True),
+    (KUEUE_GROUP, "AdmissionCheck"): ("admission_checks", _admission_check, False),
 }
 _KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 

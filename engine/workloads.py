@@ -27,7 +27,8 @@ from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
-from .objects import Admission, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
+from .checks import admission_flavors, check_states, eviction, required_checks
+from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
 from .podgroups import POD_GROUP_LABEL, WORKLOAD_PREFIX, rfc3339
@@ -78,6 +79,10 @@ class Workload:
     reclaimable: Mapping[str, int] = field(default_factory=dict)  # pod set -> status.reclaimablePods of its object
     finish: Mapping[str, Any] = field(default_factory=dict)  # for finished pods: details of the Finished reason
     coscheduled: bool = False  # the gang of a coscheduling PodGroup (podgroups.py): ordered after lone pods
+    # The admission checks its recorded admission requires, with their states (checks.py): while
+    # one is not Ready its quota is only reserved, and its pods stay gated.
+    checks: tuple[CheckState, ...] = ()
+    confirmed: bool = False  # its Workload records Admitted=True
 
     # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
     # Session spells out plan entries for the same pending workloads cycle after cycle.
@@ -552,16 +557,26 @@ class _Builder:
     def _merge_object(self, built: Workload | None, obj: KueueWorkload) -> Workload:
         """A Workload object is authoritative for admission; pods built it, or it stands alone."""
         priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
+        checks = self._check_states(obj)
         if built is not None:
             return self._checked(replace(built, admission=obj.admission or built.admission,
                                       finished=built.finished or obj.finished, reclaimable=obj.reclaimable,
-                                      held=() if obj.admission else built.held), obj.active)
+                                      held=() if obj.admission else built.held, checks=checks,
+                                      confirmed=obj.admitted), obj.active)
         return self._checked(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
             priority=self._default_priority() if priority is None else priority, created=obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
-            reclaimable=obj.reclaimable,
+            reclaimable=obj.reclaimable, checks=checks, confirmed=obj.admitted,
         ), obj.active)
+
+    def _check_states(self, obj: KueueWorkload) -> tuple[CheckState, ...]:
+        """The checks the quota reservation of ``obj`` requires (those of its ClusterQueue for the
+        flavors it holds), with the states it records (checks.py); none without a reservation."""
+        if obj.admission is None:
+            return ()
+        cq = self.snap.cluster_queues.get(obj.admission.cluster_queue)
+        return check_states(obj, required_checks(cq, admission_flavors(obj.admission)))
 
     def _checked(self, w: Workload, active: bool = True) -> Workload:
         """:meth:`_stop`, then :meth:`_beyond_its_tree` and :meth:`_in_an_unknown_tree`."""
@@ -650,7 +665,8 @@ class _Builder:
     def _stop(self, w: Workload, active: bool = True) -> Workload:
         """Kueue's switches that stop a workload. Deactivated (``spec.active: false``), it is held,
         or evicted if admitted; admitted through a LocalQueue or in a ClusterQueue stopped with
-        HoldAndDrain, it is evicted. (Stopped queues admit nothing new: eligibility.lp.)"""
+        HoldAndDrain, it is evicted; so is one whose admission check asks to retry or rejects
+        it (checks.py). (Stopped queues admit nothing new: eligibility.lp.)"""
         if w.finished:
             return w
         if not active:
@@ -664,7 +680,8 @@ class _Builder:
         cq = self.snap.cluster_queues.get(w.admission.cluster_queue)
         if cq is not None and cq.stop_policy == "HoldAndDrain":
             return replace(w, evict=make_reason("ClusterQueueDrained", clusterQueue=cq.name))
-        return w
+        failed = eviction(w.checks)
+        return w if failed is None else replace(w, evict=failed)
 
 
 def _group_finished(pods: list[Pod], total: int) -> bool:

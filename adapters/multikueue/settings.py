@@ -12,7 +12,9 @@ multiKueue:
   syncPeriod: 2s            # clueue's: how often the loop runs
 ```
 
-Durations are written as Kueue's (Go's ``1m30s``, ``500ms``) or as a number of seconds.
+Durations are written as Kueue's (Go's ``1m30s``, ``500ms``) or as a number of seconds. The
+section's dispatch fields (``clustersPerRound``, ``roundSeconds``, ...) are the engine's
+(docs/dispatch.md) and are left to its parser.
 """
 
 from __future__ import annotations
@@ -86,11 +88,6 @@ def parse_settings(section: Any, source: str = "the Configuration") -> MultiKueu
         return default
     if not isinstance(section, Mapping):
         raise SnapshotError(f"multiKueue: expected a mapping, got {type(section).__name__}", source=source)
-    known = {"gcInterval", "origin", "workerLostTimeout", "dispatcherName", "syncPeriod"}
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise SnapshotError(f"multiKueue.{unknown[0]}: unknown field (known: {', '.join(sorted(known))})",
-                            source=source)
     try:
         gc = go_duration(section.get("gcInterval", default.gc_interval), "multiKueue.gcInterval")
         lost = go_duration(section.get("workerLostTimeout", default.worker_lost_timeout),

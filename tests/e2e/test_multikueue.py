@@ -11,7 +11,7 @@ writing ``Admitted`` on a copy, so that they can choose who admits when.
 Seed (KEP-693) integration list, in order: admitted in one (worker running clueue, the other
 without a usable ClusterQueue), admitted at the same time by two (exactly one copy survives),
 rejected by one, a worker without the namespace, a worker that deletes its copy, finished,
-finished with an error, garbage collection of an orphan, and last (it stops an apiserver):
+frequent status changes and finished with an error, garbage collection of an orphan, and last (it stops an apiserver):
 unresponsive worker (Active False and an Event), lost-worker timeout, a kubeconfig Secret
 change that reconnects it, and the duplicate left there removed.
 """
@@ -382,15 +382,20 @@ def test_worker_deletes_the_copy(clusters: Clusters) -> None:
     delete_workload(clusters, ns)
 
 
-def test_finished_with_an_error(clusters: Clusters) -> None:
+def test_status_changes_frequently_then_finished_with_an_error(clusters: Clusters) -> None:
     ns = namespace_in(clusters)
     submit(clusters, ns)
     wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "the copy in worker2")
     admit_copy(clusters, "worker2", ns)
     assert wait_ready_on(clusters, ns) == "worker2"
-    set_copy_status(clusters, "worker2", ns, ("PodsReady", "True", "PodsReady"))
+    for status in ("True", "False", "True", "False", "True"):  # faster than a pass: the last one is shown
+        set_copy_status(clusters, "worker2", ns, ("PodsReady", status, "PodsReady" if status == "True" else "Waiting"))
     wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "PodsReady").get("status") == "True", WAIT,
                "PodsReady copied back")
+    set_copy_status(clusters, "worker2", ns, ("PodsReady", "False", "Waiting"))
+    wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "PodsReady").get("reason") == "Waiting", WAIT,
+               "PodsReady False copied back")
+    assert check_of(clusters, ns)["state"] == "Ready", "a status change in the winner is no requeue"
     set_copy_status(clusters, "worker2", ns, ("Finished", "True", "Failed"))
     finished = wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Finished"), WAIT, "Finished")
     assert (finished["status"], finished["reason"], finished["message"]) == ("True", "Failed", "Failed by the test")

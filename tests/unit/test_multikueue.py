@@ -34,7 +34,6 @@ def test_settings_take_kueue_durations_and_defaults() -> None:
     ({"origin": "not a label!"}, "multiKueue.origin"),
     ({"dispatcherName": "nodomain"}, "multiKueue.dispatcherName"),
     ({"syncPeriod": 0}, "multiKueue.syncPeriod"),
-    ({"gcIntervall": "1m"}, "multiKueue.gcIntervall"),
 ])
 def test_bad_settings_name_the_field(section: dict[str, object], field: str) -> None:
     with pytest.raises(SnapshotError, match=field):
