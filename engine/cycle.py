@@ -16,11 +16,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from .checks import pod_set_changes, ready, required_checks
 from .compiler import Compiled, Units, compile_facts, resource_units
 from .config import Config
 from .explain import decode_reasons
 from .facts import render_facts
 from .memo import Memo
+from .objects import CheckState
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .placement import HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, free_shapes, node_classes, shortage
 from .policy import Policy
@@ -33,6 +35,8 @@ from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 __all__ = ["run_cycle", "Session", "compile_snapshot"]
 
 _WAITS_BEHIND_SHOWN = 3
+#: Evictions an admission check calls for (checks.py): only the pods that run are stopped.
+_CHECK_EVICTIONS = ("AdmissionCheckRetry", "AdmissionCheckRejected")
 _KEY = operator.attrgetter("key")
 
 
@@ -220,14 +224,14 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         def solved_entries() -> tuple[WorkloadEntry, ...]:
             done, _, short = _solve(snapshot, selection, units, policy, time.monotonic() + config.time_budget, memo,
                                     nodes)
-            return _entries(built, done, config, short, _unfit(snapshot, nodes, done))
+            return _entries(built, done, config, short, _unfit(snapshot, nodes, done), snapshot)
         entries = Entries(solved_entries)
         decision, rounds, unsolved = _NOTHING, 0, len(selection.ranked)
         pinned: Mapping[tuple[str, str], tuple[str, ...]] = {}
     else:
         done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo, nodes)
         # the node shortages too are worked out only when the entries are read
-        entries = Entries(lambda: _entries(built, done, config, cut_short, _unfit(snapshot, nodes, done)))
+        entries = Entries(lambda: _entries(built, done, config, cut_short, _unfit(snapshot, nodes, done), snapshot))
         decision, unsolved = done.decision, len(done.unsolved)
         pinned = done.placed.nodes if done.placed is not None else {}
     t2 = time.monotonic()
@@ -272,18 +276,50 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
         selector = _node_selector(snapshot, a.flavors)
         if selector is None:  # an admission inferred from pods started elsewhere: nowhere to start the others
             continue
+        # what its Ready admission checks add to its pods (podSetUpdates); a clash keeps them gated
+        changes, _ = pod_set_changes(w.checks, a.name, selector)
+        if changes is None:
+            continue
+        extra = changes.details()
+        selector = {**selector, **extra.pop("nodeSelector", {})}
         nodes = iter((pinned or {}).get((w.key, a.name), ()))
         for pod in w.pods.get(a.name, ()):
             if ADMISSION_GATE in pod.scheduling_gates and pod.phase not in ("Succeeded", "Failed"):
                 node = next(nodes, None)
                 details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector if node is None
-                                           else {**selector, HOSTNAME_LABEL: node}}
+                                           else {**selector, HOSTNAME_LABEL: node}, **extra}
                 if pod.role_hash == a.name and ROLE_HASH_ANNOTATION not in pod.annotations:
                     # The pod set is named by the pod's role hash, which covers the nodeSelector
                     # this action extends: record it, or the pod would leave its admitted pod set.
-                    details["annotations"] = {ROLE_HASH_ANNOTATION: a.name}
+                    details["annotations"] = {**extra.get("annotations", {}), ROLE_HASH_ANNOTATION: a.name}
                 out.append(Action("ungate", f"{pod.namespace}/{pod.name}", w.key, details))
     return out
+
+
+def _new_checks(snapshot: Snapshot, cluster_queue: str | None,
+                admission: tuple[PodSetAssignment, ...]) -> tuple[str, ...]:
+    """The admission checks a new admission in ``cluster_queue`` with ``admission`` requires:
+    with any, the plan only reserves its quota (checks.py)."""
+    cq = snapshot.cluster_queues.get(cluster_queue or "")
+    return required_checks(cq, {f for a in admission for f in a.flavors.values()})
+
+
+def _check_reasons(snapshot: Snapshot, w: Workload) -> tuple[Reason, ...]:
+    """Why a workload holding quota is not running yet because of its admission checks: one
+    not Ready, or Ready checks asking to change its pods in ways that clash."""
+    assert w.admission is not None
+    waiting = [c for c in w.checks if c.state != "Ready"]
+    if waiting:
+        return (make_reason("WaitingForAdmissionChecks", clusterQueue=w.admission.cluster_queue,
+                            checks=[c.name for c in waiting], states=[c.state for c in waiting],
+                            messages=[c.message for c in waiting]),)
+    out = []
+    for a in w.admission.pod_sets:
+        selector = _node_selector(snapshot, a.flavors)
+        _, why = pod_set_changes(w.checks, a.name, selector or {})
+        if why:
+            out.append(make_reason("PodSetUpdateConflict", why=why))
+    return tuple(out)
 
 
 def _state(reasons: tuple[Reason, ...]) -> str:
@@ -344,12 +380,21 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
         if w.key in decision.evicted or w.evict:
             reason = w.evict or _preempted(decision, w.key)
             by = sorted(p for p, v in decision.preempts if v == w.key)  # Kueue's Preempted reason needs their queues
+            pods = w.pod_refs
+            if reason.code in _CHECK_EVICTIONS:  # as Kueue stops pods: those still gated stay, queued again
+                pods = tuple(sorted((p.name, p.uid) for ps in w.pods.values() for p in ps
+                                    if ADMISSION_GATE not in p.scheduling_gates and p.phase not in ("Succeeded", "Failed")))
             actions.append(Action("preempt", w.key, w.key, {"reason": reason.to_dict(),
-                                                            "pods": [{"name": n, "uid": u} for n, u in w.pod_refs],
+                                                            "pods": [{"name": n, "uid": u} for n, u in pods],
                                                             "preemptorClusterQueues": {
                                                                 p: decision.cluster_queues.get(p) for p in by},
                                                             "borrowing": [p for p in by if p in borrowing]}))
         elif w.admission is not None:
+            if not ready(w.checks):
+                continue  # quota reserved: its pods wait for its admission checks
+            if w.checks and not w.confirmed:  # every check Ready: admitted, then its pods ungated
+                actions.append(Action("complete-admission", w.key, w.key, {
+                    "clusterQueue": w.admission.cluster_queue, "admissionChecks": [c.name for c in w.checks]}))
             actions += _ungate_actions(snapshot, w, _held_admission(w))
         elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key])
@@ -357,8 +402,12 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             nodes = {ps.name: list(pinned[w.key, ps.name]) for ps in w.pod_sets if (w.key, ps.name) in (pinned or {})}
             if nodes:  # placement on nodes (docs/placement.md): pod set -> a node per pod
                 details["nodes"] = nodes
+            checks = _new_checks(snapshot, details["clusterQueue"], admission)
+            if checks:  # only its quota is reserved: its checks start Pending, its pods stay gated
+                details["admissionChecks"] = list(checks)
             actions.append(Action("admit", w.key, w.key, details))
-            actions += _ungate_actions(snapshot, w, admission, pinned)
+            if not checks:
+                actions += _ungate_actions(snapshot, w, admission, pinned)
     return actions
 
 
@@ -414,7 +463,7 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
 
 
 def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str],
-             unfit: Callable[[Workload], tuple[Reason, ...]] | None = None) -> tuple[WorkloadEntry, ...]:
+             unfit: Callable[[Workload], tuple[Reason, ...]] | None = None, snapshot: Snapshot = Snapshot()) -> tuple[WorkloadEntry, ...]:
     """Every plan entry, in workload order. A workload shares the explanation of its
     ``done.explainer`` (same shape, same decision); reasons that depend on its own rank are its own."""
     decision = done.decision
@@ -434,16 +483,23 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
             reason = w.evict or _preempted(decision, w.key)
             entries[w.key] = WorkloadEntry(**base, state=_state((reason,)), reasons=(reason,))
         elif w.admission is not None:
-            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w), reasons=(
-                make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),),
-                reclaimable=w.succeeded() if w.origin != "workload" else ())
+            waiting = _check_reasons(snapshot, w) if w.checks else ()
+            already = () if waiting and waiting[0].code == "WaitingForAdmissionChecks" else (
+                make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),)
+            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w),
+                reasons=already + waiting,
+                reclaimable=w.succeeded() if w.origin != "workload" else (), admission_checks=w.checks)
         elif w.key in decision.preempting:
             entries[w.key] = WorkloadEntry(**base, state="pending", reasons=(_preempting(decision, w.key),))
         elif w.key in decision.assignments:
             chosen = decision.assignments[w.key]
             flavors = sorted({f"{f} ({r})" for (_, r), f in chosen.items()})
-            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_admission(w, chosen),
-                                           reasons=(make_reason("Admitted", clusterQueue=cq, flavors=flavors),))
+            admission = _admission(w, chosen)
+            checks = _new_checks(snapshot, cq, admission)
+            reason = make_reason("QuotaReserved", clusterQueue=cq, flavors=flavors, checks=list(checks)) if checks \
+                else make_reason("Admitted", clusterQueue=cq, flavors=flavors)
+            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=admission, reasons=(reason,),
+                                           admission_checks=tuple(CheckState(c, "Pending") for c in checks))
         else:
             reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), compiled))
             if unfit is not None and not w.held and _state(reasons) == "pending":

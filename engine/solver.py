@@ -372,10 +372,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     queue_of = {strings[w]: strings[q] for w, q in _arguments(ctl, "workload_cq", 2)}
 
     _order_decisions(ctl, ranked, admit_atom, groups, keys, choose_atoms, queue_of, strings, values)
-    place_atoms = _literals(ctl, "place", 4)
     placing = any(True for _ in ctl.symbolic_atoms.by_signature("node_count", 1))
-    if placing:
-        _prefer_used_nodes(ctl, place_atoms, values)
 
     first: dict[str, Any] = {}
     # With Nodes, proving that a candidate fits nowhere is a packing proof over every placement
@@ -392,8 +389,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         checked = _Checked(admitted, first, (), False)
     else:
         if placing:
-            checked = _rank_batches(ctl, ranked, admit_atom, deadline, dict([*choose_atoms, *place_atoms]), values,
-                                    _NodeRoom(ctl, values))
+            checked = _rank_batches(ctl, ranked, admit_atom, deadline, values, _NodeRoom(ctl, values))
         else:
             checked = _rank_checks(ctl, ranked, admit_atom, deadline, dict(choose_atoms), values)
         admitted = checked.admitted
@@ -401,6 +397,12 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     with ctl.backend() as backend:  # the admitted set is decided: fix it, then optimize flavors
         for w, atom in admit_atom.items():
             backend.add_rule([], [-atom] if w in admitted else [atom])
+        if placing and checked.model is not None:
+            # The search starts from the checks' last plan (flavors and placements), so that its
+            # first model comes at once and the optimization only improves on it.
+            for s in checked.model["chosen"]:
+                backend.add_heuristic(ctl.symbolic_atoms[s].literal, clingo.backend.HeuristicType.True_,
+                                      _FIRST_PLAN_LEVEL, 3, [])
 
     ctl.configuration.solve.opt_mode = "opt"
     ctl.configuration.solve.models = 0
@@ -408,8 +410,9 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     # Choosing among plans that admit the same set is a tie-break: it gets a share of the budget
     # (and a short grace period when the budget is spent, to find any plan of that set).
     now = time.monotonic()
-    # With Nodes the search already tried used nodes first (_prefer_used_nodes), and improving on
-    # that is a packing search of its own: it gets a smaller share.
+    # With Nodes the search starts from the checks' plan, whose placements are already best fit
+    # on nodes in use first, and improving on that is a packing search of its own: it gets a
+    # smaller share.
     share = _PLACEMENT_OPTIMIZE_SHARE if placing else _OPTIMIZE_SHARE
     # (the grace period is for finding some plan: with Nodes, the checks' last model is one)
     grace = 0.0 if placing and checked.model is not None else _GRACE_SECONDS
@@ -463,8 +466,9 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one
 _OPTIMIZE_SHARE = 0.2  # of the budget for the flavor preferences among plans admitting the same set
-_PLACEMENT_OPTIMIZE_SHARE = 0.03  # the same, with Nodes to place pods on
+_PLACEMENT_OPTIMIZE_SHARE = 0.01  # the same, with Nodes to place pods on (starting from the checks' plan)
 _GRACE_SECONDS = 1.0  # beyond a spent budget, to find some plan of the admitted set
+_FIRST_PLAN_LEVEL = 2**15 - 1  # the highest level clasp keeps (16 bits), above those of _order_decisions
 
 
 def _record(model: clingo.Model, values: _Values) -> dict[str, Any]:
@@ -502,90 +506,126 @@ class _Checked:
     unsure: bool  # some candidate was left out because its check ran out of time
 
 
-def _prefer_used_nodes(ctl: clingo.Control, place_atoms: Sequence[tuple[clingo.Symbol, int]], values: _Values) -> None:
-    """Make the search try pods on node classes already in use first, the most pods first, and
-    wholly free classes last (the objective's preference, placement.lp, as a first guess)."""
-    idle = {values[c] for c, in _arguments(ctl, "class_idle", 1)}
-    sign = clingo.backend.HeuristicType.Sign
-    with ctl.backend() as backend:
-        for symbol, literal in place_atoms:
-            backend.add_heuristic(literal, sign, -1 if values[symbol.arguments[2]] in idle else 1, 1, [])
-
-
 class _NodeRoom:
-    """Whether a candidate's pods could still fit on the node classes beside the placements
-    admitted so far, by the class totals placement.lp bounds them with: a necessary condition,
-    checked in Python so that the many candidates a full cluster leaves out cost no solve."""
+    """Where a candidate's pods could go beside the placements admitted so far, by the bounds
+    placement.lp puts on each node class (its total free, per resource that binds there, and the
+    steps of requests that divide one another): checked in Python, so that the many candidates a
+    full cluster leaves out cost no solve, and so that the solve of a batch is handed a
+    placement that fits (:meth:`reserve`), which it only has to confirm.
+
+    The bounds are read off the ground program (``binding/2``, ``step/3``), so they are the
+    policy's own; without them (a policy replacing placement.lp) every resource binds, in
+    totals only. Pods of a pod set go to the classes of its flavors in their ClusterQueue's
+    order, to the class that holds the fewest of them per node first (best fit) and to nodes in
+    use before wholly free ones, as placement.lp's objective prefers."""
 
     def __init__(self, ctl: clingo.Control, values: _Values) -> None:
         self.count = {values[c]: values[n] for c, n in _arguments(ctl, "node_class", 2)}
         self.free = {(values[c], values[r]): values[f] for c, r, f in _arguments(ctl, "class_free", 3)}
+        binding = {(values[c], values[r]) for c, r in _arguments(ctl, "binding", 2)} or set(self.free)
+        self.steps: dict[tuple[int, str], tuple[int, ...]] = {cr: (1,) for cr in binding}
+        for c, r, a in _arguments(ctl, "step", 3):
+            cr = (values[c], values[r])
+            if cr in binding:
+                self.steps[cr] += (values[a],)
         self.request: dict[tuple[str, str], dict[str, int]] = {}
         for w, ps, r, a in _arguments(ctl, "node_request", 4):
             self.request.setdefault((values[w], values[ps]), {})[values[r]] = values[a]
+        idle = {values[c] for c, in _arguments(ctl, "class_idle", 1)}
+        queue = {values[w]: values[q] for w, q in _arguments(ctl, "workload_cq", 2)}
+        order: dict[tuple[str, str], int] = {}
+        for q, _, f, pos in _arguments(ctl, "cq_flavor", 4):
+            key = (values[q], values[f])
+            order[key] = min(order.get(key, values[pos]), values[pos])
         self.per_node: dict[tuple[str, str], dict[int, int]] = {}
-        for w, ps, _, c, n in _arguments(ctl, "fits", 5):
-            self.per_node.setdefault((values[w], values[ps]), {})[values[c]] = values[n]
+        by_flavor: dict[tuple[str, str], dict[str, list[int]]] = {}
+        self._symbols: dict[tuple[str, str], tuple[clingo.Symbol, clingo.Symbol]] = {}
+        for w, ps, f, c, n in _arguments(ctl, "fits", 5):
+            wps, c = (values[w], values[ps]), values[c]
+            self._symbols[wps] = (w, ps)
+            self.per_node.setdefault(wps, {})[c] = values[n]
+            by_flavor.setdefault(wps, {}).setdefault(values[f], []).append(c)
+        # pod set -> its flavors in order, each with its classes, best fit first
+        self.options: dict[tuple[str, str], list[list[int]]] = {}
+        for wps, flavors in by_flavor.items():
+            fit = self.per_node[wps]
+            self.options[wps] = [
+                sorted(cs, key=lambda c: (fit[c], c in idle, sorted(self.free.get((c, r), 0) for r in self.request.get(wps, {})), c))
+                for f, cs in sorted(flavors.items(), key=lambda i: (order.get((queue.get(wps[0]), i[0]), 1 << 30), i[0]))]
         self.pod_sets: dict[str, list[tuple[str, int]]] = {}
         for w, ps, n in _arguments(ctl, "pod_set", 3):
             if values[n] > 0:
                 self.pod_sets.setdefault(values[w], []).append((values[ps], values[n]))
-        self.used: dict[tuple[int, str], int] = {}  # (class, resource) -> placed
+        self.used: dict[tuple[int, str, int], int] = {}  # (class, resource, step) -> placed
         self.big: dict[tuple[int, str], int] = {}  # (class, resource) -> pods taking over half a node
 
     def place(self, symbols: Iterable[clingo.Symbol], values: _Values) -> None:
         """Count the ``place/4`` atoms among ``symbols`` (a model's: the placements so far)."""
         self.used, self.big = {}, {}
         for s in symbols:
-            if s.name != "place":
+            if s.name == "place":
+                w, ps, c, k = (values[a] for a in s.arguments)
+                self._add((w, ps), c, k)
+
+    def _add(self, wps: tuple[str, str], c: int, k: int) -> None:
+        for r, a in self.request.get(wps, {}).items():
+            steps = self.steps.get((c, r))
+            if steps is None or a <= 0:
                 continue
-            w, ps, c, k = (values[a] for a in s.arguments)
-            for r, a in self.request.get((w, ps), {}).items():
-                self.used[c, r] = self.used.get((c, r), 0) + k * a
-                if 2 * a > self.free.get((c, r), 0):
-                    self.big[c, r] = self.big.get((c, r), 0) + k
+            for step in steps:
+                if a % step == 0:
+                    self.used[c, r, step] = self.used.get((c, r, step), 0) + k * a
+            if 2 * a > self.free[c, r]:
+                self.big[c, r] = self.big.get((c, r), 0) + k
 
-    def reserve(self, w: str) -> bool:
-        """Whether ``w`` may fit (:meth:`may_fit`); if so, count its pods as placed, class by class
-        in order, so that the next candidates are judged beside it too."""
-        if not self.may_fit(w):
-            return False
-        for ps, count in self.pod_sets.get(w, ()):
-            asks = self.request.get((w, ps), {})
-            for c in sorted(self.per_node.get((w, ps), {})):
-                k = min(count, self._room(w, ps, c, count))
-                for r, a in asks.items():
-                    self.used[c, r] = self.used.get((c, r), 0) + k * a
-                    if 2 * a > self.free.get((c, r), 0):
-                        self.big[c, r] = self.big.get((c, r), 0) + k
-                count -= k
-                if count <= 0:
-                    break
-        return True
-
-    def _room(self, w: str, ps: str, c: int, count: int) -> int:
-        """How many of ``count`` pods of ``ps`` class ``c`` has room for, by its totals."""
+    def _room(self, wps: tuple[str, str], c: int, count: int) -> int:
+        """How many of ``count`` pods of pod set ``wps`` class ``c`` has room for, by its bounds."""
         n = self.count.get(c, 0)
-        most = min(count, self.per_node[(w, ps)][c] * n)
-        for r, a in self.request.get((w, ps), {}).items():
-            if a > 0:
-                f = self.free.get((c, r), 0)
-                most = min(most, (n * f - self.used.get((c, r), 0)) // a)
-                if 2 * a > f:
-                    most = min(most, n - self.big.get((c, r), 0))
+        most = min(count, self.per_node[wps][c] * n)
+        for r, a in self.request.get(wps, {}).items():
+            steps = self.steps.get((c, r))
+            if steps is None or a <= 0:
+                continue
+            f = self.free[c, r]
+            for step in steps:
+                if a % step == 0:
+                    most = min(most, (n * (f // step) * step - self.used.get((c, r, step), 0)) // a)
+            if 2 * a > f:
+                most = min(most, n - self.big.get((c, r), 0))
         return max(most, 0)
 
-    def may_fit(self, w: str) -> bool:
-        """Whether the pods of every pod set of ``w`` could still fit, by the class totals."""
+    def reserve(self, w: str) -> list[tuple[str, int, int]] | None:
+        """Where the pods of ``w`` fit beside what is placed and reserved, as (pod set, class,
+        pods); they are then counted as placed, so that the next candidates are judged beside
+        them. None (and nothing counted) if some pod set fits in none of its flavors."""
+        out: list[tuple[str, int, int]] = []
         for ps, count in self.pod_sets.get(w, ()):
-            room = 0
-            for c in self.per_node.get((w, ps), {}):
-                room += self._room(w, ps, c, count)
-                if room >= count:
+            wps = (w, ps)
+            for classes in self.options.get(wps, ()):
+                mine: list[tuple[str, int, int]] = []
+                left = count
+                for c in classes:
+                    k = self._room(wps, c, left)
+                    if k > 0:
+                        self._add(wps, c, k)
+                        mine.append((ps, c, k))
+                        left -= k
+                        if left == 0:
+                            break
+                if left == 0:
+                    out += mine
                     break
-            if room < count:
-                return False
-        return True
+                for _, c, k in mine:
+                    self._add(wps, c, -k)
+            else:
+                for p, c, k in out:
+                    self._add((w, p), c, -k)
+                return None
+        return out
+
+    def place_symbol(self, w: str, ps: str, c: int, k: int) -> clingo.Symbol:
+        """The atom ``place(w,ps,c,k)``."""
+        return clingo.Function("place", [*self._symbols[w, ps], clingo.Number(c), clingo.Number(k)])
 
 
 def _later_stay_out(ctl: clingo.Control, admit_atom: Mapping[str, int]) -> None:
@@ -596,19 +636,25 @@ def _later_stay_out(ctl: clingo.Control, admit_atom: Mapping[str, int]) -> None:
 
 
 # Candidates admitted together by one solve, with Nodes: the first solve also prepares the whole
-# program, so it tries one; batches then double while they fit.
-_FIRST_BATCH, _MOST_BATCH = 1, 64
+# program; batches then double while they fit. A batch comes with a placement that fits
+# (_NodeRoom.reserve), so its solve is mostly propagation however large it is.
+_FIRST_BATCH, _MOST_BATCH = 4, 1024
 
 
 def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str, int], deadline: float,
-                  choose_literal: Mapping[clingo.Symbol, int], values: _Values, room: _NodeRoom) -> _Checked:
-    """Greedy in rank order, as :func:`_rank_checks` without rearranging, but in batches: the
-    next candidates that may still fit on the nodes (``room``) are tried together, beside the
-    flavors and placements of those admitted before them; a batch that fits is admitted whole
-    (each of its members fits beside the ones before it, so rank order holds), one that does
-    not is halved, down to one candidate. Every solve costs the fixed price of propagating the
-    whole program, and a cluster being filled admits most of what it tries."""
+                  values: _Values, room: _NodeRoom) -> _Checked:
+    """Greedy in rank order, as :func:`_rank_checks` without rearranging, but in batches.
+
+    The next candidates are reserved a placement in turn (``room``): beside the flavors and
+    placements of those admitted before them, and of the batch's members before them. One that
+    has no room is left out, one that has joins the batch; the batch is solved with its
+    reservation as assumptions, and if that fits it is admitted whole (each member fits beside
+    the ones before it, so rank order holds). If not (the policy says no to that placement:
+    quota, a constraint of its own), the batch is halved, down to one candidate, which is then
+    solved without its reservation, the solver placing it. Every solve costs the fixed price of
+    propagating the whole program, and a cluster being filled admits most of what it tries."""
     _later_stay_out(ctl, admit_atom)
+    atoms = ctl.symbolic_atoms  # looked up by symbol when needed: a large cluster grounds many place/4 atoms
     admitted: set[str] = set()
     fixed: list[int] = []
     last: dict[str, Any] | None = None
@@ -622,45 +668,58 @@ def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[st
     def decided(keys: Iterable[str], ok: bool) -> None:
         assumed.extend(admit_atom[w] if ok else -admit_atom[w] for w in keys if w in admit_atom)
 
-    while position < len(ranked):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return _Checked(admitted, last, tuple(ranked[position:]), unsure)
-        batch: list[str] = []
-        while position < len(ranked) and len(batch) < size:
-            w = ranked[position]
-            if w not in admit_atom or (not batch and not room.may_fit(w)):
-                decided([w], False)  # no room beside those admitted: room only shrinks
-            elif not room.reserve(w):
-                break  # no room beside the batch as reserved: it is judged after the batch
-            else:
-                batch.append(w)
-            position += 1
-        if not batch:
-            break
+    def solve(batch: list[str], extra: list[int], left: float) -> bool:
+        nonlocal last, fixed, unsure
         found: dict[str, Any] = {}
         first = last is None and not admitted  # the first solve also prepares the whole program
         share = 4 * left * len(batch) / (len(ranked) - position + len(batch))
         limit = time.monotonic() + (left if first else min(left, max(0.5, min(share, 1.0))))
-        result, finished = _solve(ctl, limit, assumptions=assumed + fixed + [admit_atom[w] for w in batch],
+        result, finished = _solve(ctl, limit, assumptions=assumed + fixed + [admit_atom[w] for w in batch] + extra,
                                   on_model=lambda m: found.update(_record(m, values)))
-        ok = bool(finished and result is not None and result.satisfiable)
-        if ok:
+        if finished and result is not None and result.satisfiable:
             decided(batch, True)
             admitted.update(batch)
             last = found
-            fixed = [choose_literal[s] for s in found["chosen"]]
+            fixed = [atoms[s].literal for s in found["chosen"]]
             room.place(found["chosen"], values)
+            return True
+        unsure = unsure or not finished
+        room.place(last["chosen"] if last else (), values)  # forget what the batch reserved
+        return False
+
+    while position < len(ranked):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _Checked(admitted, last, tuple(ranked[position:]), unsure)
+        start = position
+        batch: list[str] = []
+        out: list[str] = []  # left out beside the placements before them, those of the batch too
+        hints: list[int] = []
+        while position < len(ranked) and len(batch) < size:
+            w = ranked[position]
+            position += 1
+            placed = room.reserve(w) if w in admit_atom else None
+            if placed is None:
+                out.append(w)
+            else:
+                batch.append(w)
+                hints += [atoms[room.place_symbol(w, ps, c, k)].literal for ps, c, k in placed]
+        if not batch:
+            decided(out, False)
+            continue
+        if solve(batch, [-admit_atom[w] for w in out if w in admit_atom] + hints, left):
+            decided(out, False)
             size = min(2 * size, _MOST_BATCH)
             continue
-        room.place(last["chosen"] if last else (), values)  # forget what the batch reserved
+        # Those left out before the batch's first member were judged beside what was admitted
+        # (room only shrinks); from it on, again, with half as many.
+        decided(out[:ranked.index(batch[0]) - start], False)
+        position = ranked.index(batch[0])
         if len(batch) > 1:
-            # again from the batch's first member, with half as many (the candidates skipped for
-            # want of room stay decided: room only shrinks)
-            position = ranked.index(batch[0])
             size = max(1, len(batch) // 2)
-        else:
-            unsure = unsure or not finished
+            continue
+        position += 1
+        if not solve(batch, [], deadline - time.monotonic()):  # without the reservation: the solver places it
             decided(batch, False)
     return _Checked(admitted, last, (), unsure)
 
