@@ -80,7 +80,7 @@ def _column(w: WorkloadEntry, evicted: Container[str]) -> str:
     if w.name in evicted:
         return "evicted"
     if w.state == "admitted":
-        return "before" if w.reasons and w.reasons[0].code == "AlreadyAdmitted" else "new"
+        return "before" if w.reasons and w.reasons[0].code in ("AlreadyAdmitted", "WaitingForAdmissionChecks") else "new"
     return w.state
 
 

@@ -159,7 +159,8 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
         parts.append(health.stop)
         # MultiKueue's controllers (docs/multikueue.md): idle until MultiKueueClusters exist.
         parts.append(MultiKueue(api, namespace, multikueue, metrics=metrics,
-                                leading=lambda: elector.leading if elector is not None else True).start().stop)
+                                leading=lambda: elector.leading if elector is not None else True,
+                                workloads=lambda: [d.body for d in cache.documents("Workload")]).start().stop)
         if options.leader_elect:
             def started() -> None:
                 controller.wake()

@@ -175,25 +175,34 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, An
     message = "; ".join(r.message for r in entry.reasons)
     if status.get("admission"):
         # admitted already: only an eviction (not part of this plan) may undo it; the quota
-        # of its succeeded pods is released (reclaimablePods, for pods made into a Workload)
-        if entry.state != "admitted" or entry.origin == "workload":
+        # of its succeeded pods is released (reclaimablePods, for pods made into a Workload);
+        # while its quota is only reserved, its admission checks follow its ClusterQueue's
+        if entry.state != "admitted":
             return None
-        reclaimable = [{"name": name, "count": count} for name, count in entry.reclaimable]
-        if _reclaimable(status.get("reclaimablePods")) == _reclaimable(reclaimable):
-            return None
-        return {**status, "reclaimablePods": reclaimable}
+        out = dict(status)
+        if entry.phase == "QuotaReserved":
+            out.update(_synced_checks(status, entry))
+        if entry.origin != "workload":
+            reclaimable = [{"name": name, "count": count} for name, count in entry.reclaimable]
+            if _reclaimable(status.get("reclaimablePods")) != _reclaimable(reclaimable):
+                out["reclaimablePods"] = reclaimable
+        return None if out == status else out
     if entry.state == "admitted":
         admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
             {"name": a.name, "count": a.count, "flavors": dict(a.flavors),
              "resourceUsage": {r: format_quantity(q) for r, q in sorted(assignment_usage(entry, a).items())}}
             for a in entry.admission]}
-        wanted = [("QuotaReserved", "True", "QuotaReserved", message), ("Admitted", "True", "Admitted", message)]
+        # With admission checks only the quota is reserved: Admitted once they are all Ready.
+        admitted = ("Admitted", "True", "Admitted", message) if entry.phase == "Admitted" else \
+            ("Admitted", "False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+        wanted = [("QuotaReserved", "True", "QuotaReserved", message), admitted]
         for kind in ("Evicted", "Preempted"):  # admitted again after an eviction, as Kueue records it
             was: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == kind), {})
             if was.get("status") == "True":
                 wanted.append((kind, "False", "QuotaReserved", f"Previously: {was.get('message', '')}"))
         conditions = _conditions(status.get("conditions", []), wanted)
-        return {**status, "admission": admission, "conditions": conditions}
+        return {**{k: v for k, v in status.items() if k != "admissionChecks"}, "admission": admission,
+                "conditions": conditions, **_synced_checks(status, entry)}
     reason = _waiting_reason(entry)
     digest = reasons_digest(entry.reasons)
     old = next((c for c in status.get("conditions", []) if c.get("type") == "QuotaReserved"), {})
@@ -202,6 +211,17 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, An
     message = tagged(message, digest, _MESSAGE_LIMIT)
     return {**status, "conditions": _conditions(status.get("conditions", []),
                                                 [("QuotaReserved", "False", reason, message)])}
+
+
+def _synced_checks(status: dict[str, Any], entry: WorkloadEntry) -> dict[str, Any]:
+    """``status.admissionChecks`` as Kueue keeps it for a quota reservation: one state per check
+    the entry's ClusterQueue requires, sorted by name; a state recorded already (whoever wrote
+    it: the check's controller) is kept as it is, a missing one added ``Pending``, one no longer
+    required dropped. Empty (the field left out) without checks."""
+    recorded = {c.get("name"): c for c in status.get("admissionChecks") or [] if isinstance(c, dict)}
+    checks = [recorded.get(c.name) or {"name": c.name, "state": "Pending", "message": "", "lastTransitionTime": _now()}
+              for c in sorted(entry.admission_checks, key=lambda c: c.name)]
+    return {"admissionChecks": checks} if checks else {}
 
 
 def _waiting_reason(entry: WorkloadEntry | None) -> str:
@@ -251,6 +271,7 @@ class _Applier:
         self.entries: dict[str, WorkloadEntry] = {}
         self.recorded: dict[str, Any] = {}  # workload -> its status.admission, as the API server last told
         self.uids: dict[str, str] = {}  # workload -> the uid of the Workload that admission is recorded on
+        self.checks: dict[str, dict[str, str]] = {}  # workload -> its admission checks' states, as last read
         self.pending_writes = pending_writes
         self.cached = cached
         self.event_limit = events
@@ -266,7 +287,7 @@ class _Applier:
         twin = copy.copy(self)
         twin.result, twin.events = ApplyResult(), []
         if not keep:
-            twin.entries, twin.recorded, twin.uids = {}, {}, {}
+            twin.entries, twin.recorded, twin.uids, twin.checks = {}, {}, {}, {}
         return twin
 
     def _first(self, kind: str, key: str) -> Any:
@@ -377,6 +398,8 @@ class _Applier:
             self.result.writes.append(f"status {label}")
             kind = "Warning" if entry.state == "inadmissible" else "Normal"
             reason = {"admitted": "Admitted", "inadmissible": "Inadmissible"}.get(entry.state, "Pending")
+            if entry.phase == "QuotaReserved":
+                reason = "QuotaReserved"
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, kind, reason,
                        "; ".join(r.message for r in entry.reasons))
         else:
@@ -432,6 +455,47 @@ class _Applier:
         """What Workload ``obj``, as the API server just returned it, records for its pods."""
         self.recorded[workload] = (obj.get("status") or {}).get("admission")
         self.uids[workload] = (obj.get("metadata") or {}).get("uid") or ""
+        self.checks[workload] = _check_states(obj.get("status") or {})
+
+    def _unready(self, workload: str) -> list[str]:
+        """The admission checks of ``workload`` its Workload, as last read, does not record Ready:
+        those its plan entry names (all it records, without an entry). Its pods wait for them."""
+        states = self.checks.get(workload, {})
+        entry = self.entries.get(workload)
+        names = [c.name for c in entry.admission_checks] if entry is not None else list(states)
+        return sorted(n for n in names if states.get(n) != "Ready")
+
+    def complete(self, target: str, checks: list[str]) -> None:
+        """Record ``Admitted=True`` on a Workload whose quota is reserved once every admission
+        check in ``checks`` is Ready (``complete-admission``), as the API server has it now: one
+        evicted meanwhile, or whose checks changed, is left for the next cycle."""
+        ns, name = target.split("/", 1)
+        label = f"Workload {target}"
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = obj.get("status") or {}
+            states = _check_states(status)
+            if not status.get("admission") or any(states.get(c) != "Ready" for c in checks):
+                return None
+            if any(c.get("type") == "Admitted" and c.get("status") == "True" for c in status.get("conditions", [])):
+                return None
+            conditions = _conditions(status.get("conditions", []),
+                                     [("Admitted", "True", "Admitted", "The workload is admitted")])
+            return {**obj, "status": {**status, "conditions": conditions}}
+
+        reading = self._reading("Workload", target)
+        wrote = update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
+            lambda: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
+        if reading.fresh and reading.last is not None:  # what its pods are ungated by (no read again)
+            self._record(target, reading.last)
+        if wrote:
+            self.result.writes.append(f"admit {label}: every admission check is Ready")
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Admitted",
+                       f"admission checks Ready: {', '.join(checks)}")
+        else:
+            self.result.skipped.append(f"admit {label}")
+
 
     def finish(self, target: str, finished: dict[str, Any]) -> None:
         """Mark the Workload of finished pods ``Finished`` (a ``finish`` action, with the plan's
@@ -464,6 +528,7 @@ class _Applier:
         if entry.state == "admitted":
             self.recorded[entry.name] = {"podSetAssignments": [
                 {"name": a.name, "flavors": dict(a.flavors)} for a in entry.admission]}
+            self.checks[entry.name] = {c.name: c.state for c in entry.admission_checks}
 
     def _consistent(self, entry: WorkloadEntry, obj: dict[str, Any]) -> dict[str, Any] | None:
         """The Workload of pods ``obj``, made to match them: deleted (None returned, so that it is
@@ -512,13 +577,22 @@ class _Applier:
             name, ns, body, field_manager=MANAGER, _preload_content=False, **self.dry)))
 
     def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str],
-               annotations: dict[str, str]) -> None:
+               annotations: dict[str, str], labels: dict[str, str] | None = None,
+               tolerations: list[dict[str, Any]] | None = None) -> None:
+        """Remove the admission gate of a pod, adding ``selector`` to its node selector, and the
+        ``annotations``, ``labels`` and ``tolerations`` its admission checks ask for; only once
+        its Workload records the admission and every admission check Ready."""
         ns, name = target.split("/", 1)
         if workload not in self.recorded:  # not told by this chain's status write: read, not taken from the plan
             wl_ns, wl_name = workload.split("/", 1)
             self._record(workload, self._get_workload(wl_ns, wl_name) or {})
         if not self.recorded[workload]:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
+            return
+        unready = self._unready(workload)
+        if unready:  # a check's controller changed its mind since the snapshot: the next cycle decides
+            self.result.errors.append(f"ungate Pod {target}: admission checks {', '.join(unready)} of {workload} "
+                                      "are not Ready; left gated")
             return
         entry = self.entries.get(workload)
         differs = admission_difference(self.recorded[workload], entry) if entry else ""
@@ -545,7 +619,12 @@ class _Applier:
                 spec["schedulingGates"] = [g for g in gates if g.get("name") != GATE]
             if merged:
                 spec["nodeSelector"] = merged
+            added = [t for t in tolerations or [] if t not in (spec.get("tolerations") or [])]
+            if added:
+                spec["tolerations"] = list(spec.get("tolerations") or []) + added
             meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations, **recorded}}
+            if labels:
+                meta["labels"] = {**(meta.get("labels") or {}), **labels}
             return {**pod, "metadata": meta, "spec": spec}
 
         try:
@@ -582,10 +661,17 @@ class _Applier:
                 reason, preemptors = variant
                 wanted.append(("Preempted", "True", reason, f"Preempted to accommodate a workload ({preemptors}) "
                                                             f"due to {_PREEMPTION_WHY[reason]}"))
+            if code in _CHECK_EVICTIONS:  # requeued at once after a retry; a rejection deactivates
+                wanted.append(("Requeued", "True", why, message) if code == "AdmissionCheckRetry"
+                              else ("Requeued", "False", why, message))
             conditions = _conditions(status.get("conditions", []), wanted)
             kept = {k: v for k, v in status.items() if k != "admission"}
+            if kept.get("admissionChecks"):
+                kept["admissionChecks"] = _reset_checks(kept["admissionChecks"])
             return {**obj, "status": {**kept, "conditions": conditions}}
 
+        if code == "AdmissionCheckRejected":
+            self._deactivate(target)
         wrote = update_with_retry(
             self._reading("Workload", target), evict,
             lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
@@ -598,6 +684,21 @@ class _Applier:
             self.result.skipped.append(f"preempt {label}")
         for pod, uid in pods:
             self.delete(f"{ns}/{pod}", target, uid, message, reason=why)
+
+    def _deactivate(self, target: str) -> None:
+        """Set ``spec.active: false`` on a Workload an admission check rejected, as Kueue does:
+        it is not queued again until someone sets it active."""
+        ns, name = target.split("/", 1)
+
+        def deactivate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if (obj.get("spec") or {}).get("active") is False:
+                return None
+            return {**obj, "spec": {**(obj.get("spec") or {}), "active": False}}
+
+        if update_with_retry(self._reading("Workload", target), deactivate, lambda obj: self._fenced(
+                lambda: self.custom.replace_namespaced_custom_object(
+                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))):
+            self.result.writes.append(f"deactivate Workload {target}")
 
     def _unfinalize(self, ns: str, name: str, uid: str) -> bool:
         """Remove the finalizer ``kueue.x-k8s.io/managed`` from pod ``ns/name`` if it is the pod
@@ -883,7 +984,10 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
         with recorded(applier.result.errors, applier.api, f"{_DOING.get(action.kind, action.kind)} {action.target}"):
             if action.kind == "ungate":
                 applier.ungate(action.target, action.workload, details.get("uid", ""),
-                               details.get("nodeSelector", {}), details.get("annotations", {}))
+                               details.get("nodeSelector", {}), details.get("annotations", {}),
+                               details.get("labels", {}), details.get("tolerations", []))
+            elif action.kind == "complete-admission":
+                applier.complete(action.target, list(details.get("admissionChecks", [])))
             elif action.kind == "finish":
                 applier.finish(action.target, details["reason"])
             elif action.kind == "finalize-pod":
@@ -978,14 +1082,35 @@ _PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
 
 # The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
 _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",
-               "LocalQueueDrained": "LocalQueueStopped", "Deactivated": "Deactivated"}
+               "LocalQueueDrained": "LocalQueueStopped", "Deactivated": "Deactivated",
+               "AdmissionCheckRetry": "AdmissionCheck", "AdmissionCheckRejected": "DeactivatedDueToAdmissionCheck"}
 
 _DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "finalize-pod": "removing the finalizer of Pod",
-          "finish": "finishing Workload",
+          "finish": "finishing Workload", "complete-admission": "admitting Workload",
           "preempt": "preempting Workload"}
+
+# Evictions an admission check calls for (engine/checks.py).
+_CHECK_EVICTIONS = ("AdmissionCheckRetry", "AdmissionCheckRejected")
 
 # Plan states whose Workload status only says why it waits: paced by a PendingWriteLimiter.
 _WAITING = ("pending", "inadmissible")
+
+
+def _check_states(status: dict[str, Any]) -> dict[str, str]:
+    """``status.admissionChecks`` of a Workload: check name -> state."""
+    return {str(c.get("name")): str(c.get("state")) for c in status.get("admissionChecks") or [] if isinstance(c, dict)}
+
+
+def _reset_checks(checks: list[Any]) -> list[Any]:
+    """The admission check states of an evicted Workload, as Kueue resets them: every one not
+    Pending becomes Pending again, so that the next reservation waits for them anew."""
+    out = []
+    for c in checks:
+        if isinstance(c, dict) and c.get("state") != "Pending":
+            c = {**{k: v for k, v in c.items() if k != "podSetUpdates"}, "state": "Pending", "lastTransitionTime": _now(),
+                 "message": f"Reset to Pending after eviction. Previously: {c.get('state')}"}
+        out.append(c)
+    return out
 
 
 def _reclaimable(value: Any) -> dict[str, int]:

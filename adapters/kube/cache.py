@@ -145,6 +145,11 @@ class ClusterCache:
         with self._lock:
             return self._objects.get(kind, {}).get(key)
 
+    def documents(self, kind: str) -> list[Document]:
+        """Every cached object of ``kind`` (e.g. MultiKueue's pass over the Workloads)."""
+        with self._lock:
+            return list(self._objects.get(kind, {}).values())
+
     def snapshot(self, read: list[Document] | None = None) -> Snapshot:
         """The cached objects as a snapshot, as :func:`~clueue.engine.build_snapshot` (lenient)
         makes it from them. Pods and Workloads, the bulk, are parsed once per resourceVersion:

@@ -63,6 +63,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("LocalQueue", "", "localqueues", True, True),
     Kind("WorkloadPriorityClass", "", "workloadpriorityclasses", False, True),
     Kind("Workload", "", "workloads", True, True),
+    Kind("AdmissionCheck", "", "admissionchecks", False, True),
     Kind("PodGroup", "", "podgroups", True, True, SCHEDULING_GROUP, POD_GROUP_VERSION),
 )
 

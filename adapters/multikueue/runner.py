@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from kubernetes import client
 
@@ -36,8 +36,12 @@ class MultiKueue:
     """
 
     def __init__(self, api: client.ApiClient, namespace: str, settings: MultiKueueSettings, *,
-                 metrics: Any = None, leading: Callable[[], bool] = lambda: True) -> None:
+                 metrics: Any = None, leading: Callable[[], bool] = lambda: True,
+                 workloads: Callable[[], Iterable[Mapping[str, Any]]] | None = None) -> None:
+        """``workloads``: the manager's Workloads as a watch-fed cache holds them (the
+        controller's); without it each pass lists them."""
         self.api = api
+        self.workloads = workloads
         self.namespace = namespace
         self.settings = settings
         self.metrics = metrics
@@ -95,7 +99,8 @@ class MultiKueue:
         if self.metrics is not None:
             self.metrics.set_multikueue_workers({n: w.active for n, w in self.registry.workers.items()})
         if self.registry.workers:
-            manager_workloads = {key_of(w): w for w in clusters.manager.list("workloads")}
+            listed = self.workloads() if self.workloads is not None else clusters.manager.list("workloads")
+            manager_workloads = {key_of(w): dict(w) for w in listed}
             copies = workloads.list_copies()
             workloads.sync(manager_workloads, copies, checks.clusters_of)
             if self.settings.gc_interval > 0 and time.monotonic() >= self._next_gc:

@@ -310,7 +310,7 @@ NEEDED: list[Access] = [
     *_everywhere("get list watch", "", "namespaces nodes"),
     *_everywhere("get list watch", "scheduling.k8s.io", "priorityclasses"),
     *_everywhere("get list watch", "kueue.x-k8s.io",
-                 "resourceflavors clusterqueues cohorts localqueues workloadpriorityclasses"),
+                 "resourceflavors clusterqueues cohorts localqueues workloadpriorityclasses admissionchecks"),
     *_everywhere("get list watch update", "scheduling.x-k8s.io", "podgroups"),
     *_everywhere("get update", "scheduling.x-k8s.io", "podgroups/status"),
     *_everywhere("get list watch update delete", "", "pods"),

@@ -471,5 +471,13 @@ def test_clueue_controller_runs_multikueue(clusters: Clusters, tmp_path: Path) -
         for worker in WORKERS:
             wait_until(lambda w=worker: metric(port, "clueue_multikueue_worker_active", cluster=w) == 1, WAIT,
                        f"clueue_multikueue_worker_active{{cluster={worker}}} 1", proc=proc)
+        clusters.multikueue.stop()  # the controller's own MultiKueue alone, from its cache of Workloads
+        ns = namespace_in(clusters)
+        submit(clusters, ns)
+        wait_until(lambda: copy_in(clusters, "worker1", ns), WAIT, "the copy in worker1", proc=proc)
+        admit_copy(clusters, "worker1", ns)
+        assert wait_ready_on(clusters, ns) == "worker1"
+        wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the copy in worker2 removed", proc=proc)
+        assert metric(port, "clueue_multikueue_admitted_total", cluster="worker1") == 1
     finally:
         assert stop_controller(proc) == 0
