@@ -329,11 +329,13 @@ def _node_facts(out: _Facts, snapshot: Snapshot, nodes: NodeClasses, live: Seque
         for ps in w.pod_sets:
             if ps.count <= 0:
                 continue
-            for r, v in ps.requests.items():
+            # what a pod takes of a node: its requests and the placement-only resources (pods, ...)
+            takes = nodes.placed(ps, w.namespace).requests
+            for r, v in takes.items():
                 out.add("node_request", w.key, ps.name, r, nodes.request_units(r, v))
-            shape = (tuple(sorted(ps.requests.items())), ps.node_labels, ps.tolerations, ps.count)
+            shape = (tuple(sorted(takes.items())), ps.needs.asked, ps.tolerations, ps.count)
             if shape not in seen:
-                seen[shape] = {f: class_fits(nodes, ps, labels) for f, labels in flavors.items()}
+                seen[shape] = {f: class_fits(nodes, ps, labels, w.namespace) for f, labels in flavors.items()}
             for f, fits in seen[shape].items():
                 for c, n in fits.items():
                     out.add("fits", w.key, ps.name, f, c, n)

@@ -14,6 +14,7 @@ import itertools
 import operator
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
 from .checks import pod_set_changes, ready, required_checks
@@ -24,7 +25,7 @@ from .facts import render_facts
 from .memo import Memo
 from .objects import CheckState
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
-from .placement import HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, free_shapes, node_classes, shortage
+from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, first_fit, free_shapes, node_classes, packing_shortage, shortage)
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
@@ -35,6 +36,8 @@ from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 __all__ = ["run_cycle", "Session", "compile_snapshot"]
 
 _WAITS_BEHIND_SHOWN = 3
+#: Reasons that rule a flavor out by quota, whatever the nodes (NodesUnfit looks at the others).
+_QUOTA_CODES = ("InsufficientQuota", "ExceedsCapacity", "FlavorUnfit")
 #: Evictions an admission check calls for (checks.py): only the pods that run are stopped.
 _CHECK_EVICTIONS = ("AdmissionCheckRetry", "AdmissionCheckRejected")
 _KEY = operator.attrgetter("key")
@@ -214,6 +217,11 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     selection = select_candidates(snapshot, built, policy, memo)
     units = resource_units(snapshot, selection.fixed + selection.ranked)
     nodes = node_classes(snapshot, selection.fixed + selection.ranked) if snapshot.nodes else None
+    held: dict[tuple[str, str], tuple[str, ...]] = {}
+    if nodes is not None:  # pods admitted before, still gated, take their nodes first
+        held, reserved = _place_held(snapshot, nodes, selection.fixed)
+        if reserved:
+            nodes = node_classes(snapshot, selection.fixed + selection.ranked, reserved)
     t1 = time.monotonic()
 
     cut_short: frozenset[str] = frozenset()
@@ -227,13 +235,13 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
             return _entries(built, done, config, short, _unfit(snapshot, nodes, done), snapshot)
         entries = Entries(solved_entries)
         decision, rounds, unsolved = _NOTHING, 0, len(selection.ranked)
-        pinned: Mapping[tuple[str, str], tuple[str, ...]] = {}
+        pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None if nodes is None else held
     else:
         done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo, nodes)
         # the node shortages too are worked out only when the entries are read
         entries = Entries(lambda: _entries(built, done, config, cut_short, _unfit(snapshot, nodes, done), snapshot))
         decision, unsolved = done.decision, len(done.unsolved)
-        pinned = done.placed.nodes if done.placed is not None else {}
+        pinned = None if done.placed is None else {**held, **done.placed.nodes}
     t2 = time.monotonic()
 
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
@@ -255,6 +263,38 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
                 snapshot.notices + built.notices + units.notices, snapshot.rejected)
 
 
+def _place_held(snapshot: Snapshot, nodes: NodeClasses, workloads: Iterable[Workload]
+                ) -> tuple[dict[tuple[str, str], tuple[str, ...]], list[tuple[str, Mapping[str, Fraction]]]]:
+    """Nodes for the gated pods of workloads admitted before this cycle (an apply interrupted
+    between admitting and ungating, docs/placement.md): they hold their quota already, so they
+    are placed before anything new, first fit on what the nodes have free, a workload's gated
+    pods all or none (those that do not fit stay gated until some do). Returns (workload, pod
+    set) -> a node per gated pod, and (node, what a pod takes) per pod placed."""
+    pinned: dict[tuple[str, str], tuple[str, ...]] = {}
+    reserved: list[tuple[str, Mapping[str, Fraction]]] = []
+    free: Mapping[str, Mapping[str, Fraction]] = nodes.node_free
+    for w in sorted(workloads, key=lambda w: (-w.priority, w.created, w.key)):
+        if w.admission is None or w.finished or w.evict or not ready(w.checks):
+            continue
+        sets = {ps.name: nodes.placed(ps, w.namespace) for ps in w.pod_sets}
+        asks = []
+        for a in _held_admission(w):
+            gated = sum(1 for p in w.pods.get(a.name, ()) if ADMISSION_GATE in p.scheduling_gates
+                        and p.phase not in ("Succeeded", "Failed"))
+            labels = _node_selector(snapshot, a.flavors)
+            if gated and labels is not None and a.name in sets:
+                asks.append((a.name, (sets[a.name], labels, gated)))
+        if not asks:
+            continue
+        found, after = first_fit(nodes, free, [ask for _, ask in asks])
+        if all(len(on) == ask[2] for on, (_, ask) in zip(found, asks)):
+            free = after
+            for on, (name, (ps, _, _)) in zip(found, asks):
+                pinned[w.key, name] = tuple(on)
+                reserved += [(n, ps.requests) for n in on]
+    return pinned, reserved
+
+
 def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, str] | None:
     """The node labels of every flavor of a pod set; None when two of them set one label apart,
     so that no node is of all of them."""
@@ -269,8 +309,9 @@ def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, 
 def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssignment, ...],
                     pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> list[Action]:
     """Ungate the gated pods of ``w`` with the node labels of their flavors, and each on its node
-    (``kubernetes.io/hostname``) where placement chose one: ``pinned`` maps (workload, pod set)
-    to a node per pod."""
+    (``kubernetes.io/hostname``): ``pinned`` maps (workload, pod set) to a node per pod, as
+    placement chose them (None without Nodes: no pod is pinned). With Nodes, a pod placement
+    found no node for stays gated."""
     out = []
     for a in admission:
         selector = _node_selector(snapshot, a.flavors)
@@ -286,6 +327,8 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
         for pod in w.pods.get(a.name, ()):
             if ADMISSION_GATE in pod.scheduling_gates and pod.phase not in ("Succeeded", "Failed"):
                 node = next(nodes, None)
+                if node is None and pinned is not None:
+                    continue
                 details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector if node is None
                                            else {**selector, HOSTNAME_LABEL: node}, **extra}
                 if pod.role_hash == a.name and ROLE_HASH_ANNOTATION not in pod.annotations:
@@ -395,7 +438,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             if w.checks and not w.confirmed:  # every check Ready: admitted, then its pods ungated
                 actions.append(Action("complete-admission", w.key, w.key, {
                     "clusterQueue": w.admission.cluster_queue, "admissionChecks": [c.name for c in w.checks]}))
-            actions += _ungate_actions(snapshot, w, _held_admission(w))
+            actions += _ungate_actions(snapshot, w, _held_admission(w), pinned)
         elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key])
             details = {"clusterQueue": decision.cluster_queues.get(w.key), "podSets": [a.to_dict() for a in admission]}
@@ -440,22 +483,33 @@ def _borrowing(snapshot: Snapshot, workloads: list[Workload], decision: Decision
 
 
 def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
-           done: _Round) -> Callable[[Workload], tuple[Reason, ...]] | None:
+           done: _Round) -> Callable[[Workload, tuple[Reason, ...]], tuple[Reason, ...]] | None:
     """With Nodes: why a pending workload's pods do not fit on the nodes left free by this
-    cycle's placements (a ``NodesUnfit`` reason per pod set that fits with none of its
-    ClusterQueue's flavors); None without Nodes."""
+    cycle's placements: a ``NodesUnfit`` reason per pod set that fits with none of its
+    ClusterQueue's flavors that quota does not already rule out (by the reasons given so far),
+    or, if each fits alone, for the one that does not fit beside the others; None without Nodes."""
     if nodes is None or done.placed is None:
         return None
     shapes = free_shapes(nodes, done.placed.free)
 
-    def unfit(w: Workload) -> tuple[Reason, ...]:
+    def unfit(w: Workload, reasons: tuple[Reason, ...] = ()) -> tuple[Reason, ...]:
         lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
         cq = snapshot.cluster_queues.get(lq.cluster_queue) if lq else None
         names = {fq.flavor for g in cq.resource_groups for fq in g.flavors} if cq else set()
         flavors = {f: snapshot.flavors[f].node_labels for f in names if f in snapshot.flavors} or {"": {}}
+        # a flavor quota rules out is explained by that: the nodes of the others are why it waits
+        ruled_out = {r.details.get("flavor") for r in reasons if r.code in _QUOTA_CODES}
+        flavors = {f: labels for f, labels in flavors.items() if f not in ruled_out}
+        if not flavors:
+            return ()
         out = []
-        for ps in w.pod_sets:
-            details = shortage(shapes, ps, flavors) if ps.count > 0 else None
+        pod_sets = [nodes.placed(ps, w.namespace) for ps in w.pod_sets if ps.count > 0]
+        for ps in pod_sets:
+            details = shortage(shapes, ps, flavors)
+            if details is not None:
+                out.append(make_reason("NodesUnfit", **details))
+        if not out and len(pod_sets) > 1:  # each fits alone: do they fit together?
+            details = packing_shortage(nodes, done.placed.free, pod_sets, flavors)
             if details is not None:
                 out.append(make_reason("NodesUnfit", **details))
         return tuple(out)
@@ -463,7 +517,7 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
 
 
 def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str],
-             unfit: Callable[[Workload], tuple[Reason, ...]] | None = None, snapshot: Snapshot = Snapshot()) -> tuple[WorkloadEntry, ...]:
+             unfit: Callable[[Workload, tuple[Reason, ...]], tuple[Reason, ...]] | None = None, snapshot: Snapshot = Snapshot()) -> tuple[WorkloadEntry, ...]:
     """Every plan entry, in workload order. A workload shares the explanation of its
     ``done.explainer`` (same shape, same decision); reasons that depend on its own rank are its own."""
     decision = done.decision
@@ -503,7 +557,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
         else:
             reasons = tuple(w.held) + tuple(decode_reasons(explanation.reasons.get(w.key, ()), compiled))
             if unfit is not None and not w.held and _state(reasons) == "pending":
-                reasons += unfit(w)
+                reasons += unfit(w, reasons)
             if w.key in decision.unevaluated or (w.key in cut_short and w.key in explanation.might_fit):
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)

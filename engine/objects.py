@@ -12,6 +12,7 @@ from typing import Mapping
 
 __all__ = [
     "LabelSelector", "Requirement", "Taint", "Toleration", "NodeLabelRequirement",
+    "NodeSelectorRequirement", "NodeSelectorTerm", "PodAffinityTerm", "NodeNeeds",
     "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
@@ -79,6 +80,96 @@ class NodeLabelRequirement:
 
     key: str
     values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` (on a node's labels) or ``matchFields`` (on ``metadata.name``)
+    entry of a node selector term, with Kubernetes' operators."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt (matchFields: In, NotIn)
+    values: tuple[str, ...] = ()
+
+    def matches(self, value: str | None) -> bool:
+        """Whether a node whose ``key`` is ``value`` (None: it has no such label) satisfies it.
+        Gt and Lt compare integers; a missing or non-integer label never satisfies them."""
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        try:
+            have = int(value or "")
+        except ValueError:
+            return False
+        bound = int(self.values[0])  # one integer: checked when read (snapshot.py)
+        return have > bound if self.operator == "Gt" else have < bound
+
+
+@dataclass(frozen=True)
+class NodeSelectorTerm:
+    """One of a required node affinity's ``nodeSelectorTerms``: all its expressions (on labels)
+    and fields (on the node's name) hold. An empty term selects no node (Kubernetes' rule)."""
+
+    expressions: tuple[NodeSelectorRequirement, ...] = ()
+    fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.expressions and not self.fields:
+            return False
+        return all(r.matches(labels.get(r.key)) for r in self.expressions) and \
+            all(r.matches(name) for r in self.fields)
+
+
+@dataclass(frozen=True)
+class PodAffinityTerm:
+    """A required pod (anti-)affinity term: pods matching ``selector`` in ``namespaces``, or in
+    the namespaces ``namespace_selector`` selects (with neither: the pod's own namespace), on
+    nodes alike in ``topology_key``."""
+
+    selector: LabelSelector | None  # None matches no pod
+    namespaces: tuple[str, ...]
+    namespace_selector: LabelSelector | None
+    topology_key: str
+
+
+@dataclass(frozen=True)
+class NodeNeeds:
+    """What a pod asks of its node besides resources and tolerations (docs/placement.md):
+    ``node_selector`` and the required node affinity's terms (ORed; None: no affinity), the
+    host ports it binds as (protocol, port), its required pod anti-affinity terms, and its own
+    labels (which other pods' anti-affinity may match). The default asks nothing."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[NodeSelectorTerm, ...] | None = None
+    host_ports: tuple[tuple[str, int], ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def selects(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Whether node ``name`` with ``labels`` passes the node selector and the required node
+        affinity (both must hold; of the affinity's terms one suffices)."""
+        return all(labels.get(k) == v for k, v in self.node_selector) and (
+            self.terms is None or any(t.matches(name, labels) for t in self.terms))
+
+    def label_keys(self) -> frozenset[str]:
+        """The node label keys :meth:`selects` looks at."""
+        return frozenset(k for k, _ in self.node_selector) | frozenset(
+            r.key for t in self.terms or () for r in t.expressions)
+
+    @property
+    def asked(self) -> tuple[object, ...]:
+        """What it asks, without what it is (its labels): pod sets alike in this and in all
+        else are decided alike, unless another pod's anti-affinity tells their labels apart."""
+        return (self.node_selector, self.terms, self.host_ports, self.anti_affinity)
+
+    def node_names(self) -> frozenset[str]:
+        """The node names :meth:`selects` looks at (``matchFields`` on ``metadata.name``)."""
+        return frozenset(v for t in self.terms or () for r in t.fields for v in r.values)
 
 
 @dataclass(frozen=True)
@@ -230,6 +321,7 @@ class PodSetSpec:
     requests: Resources
     node_labels: tuple[NodeLabelRequirement, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    needs: NodeNeeds = NodeNeeds()  # what placement on nodes checks besides (docs/placement.md)
 
 
 @dataclass(frozen=True)
@@ -303,6 +395,7 @@ class Pod:
     scheduled: bool = False  # spec.nodeName is set: a kubelet will see it end
     node_name: str = ""  # spec.nodeName: the node it is bound to (placement counts its requests there)
     controller_uid: str = ""  # metadata.uid of its controlling owner, if any (a PodGroup's occupiedBy)
+    needs: NodeNeeds = NodeNeeds()  # node selection, host ports, pod anti-affinity (placement.py)
 
 
 @dataclass(frozen=True)

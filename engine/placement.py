@@ -15,12 +15,13 @@ Pure Python: no clingo here.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from math import floor
 from typing import Iterable, Mapping, Sequence
 
-from .objects import NodeLabelRequirement, PodSetSpec, Taint, Toleration
+from .nodematch import Demands
+from .objects import Pod, PodSetSpec, Taint, Toleration
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .workloads import ADMISSION_GATE, Workload
@@ -54,6 +55,16 @@ class NodeClasses:
     classes: tuple[NodeClass, ...]
     units: Mapping[str, Fraction]
     node_free: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # node -> free
+    demands: Demands | None = None  # the placement-only resources (nodematch.py)
+
+    def placed(self, ps: PodSetSpec, namespace: str) -> PodSetSpec:
+        """``ps`` (of a workload in ``namespace``) with what one pod takes of a node as its
+        requests: the resources it requests and the placement-only ones (pods, host ports,
+        anti-affinity). Placement counts these; quota only the requests."""
+        if self.demands is None:
+            return ps
+        return replace(ps, requests={**ps.requests, **self.demands.takes(namespace, ps.needs)})
+
 
     def free_units(self, c: NodeClass, resource: str) -> int:
         """What one node of ``c`` has free of ``resource``, in whole units (rounded down)."""
@@ -79,8 +90,12 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
     return False
 
 
-def _selects(requirements: Iterable[NodeLabelRequirement], labels: Mapping[str, str]) -> bool:
-    return all(labels.get(r.key) in r.values for r in requirements)
+def admits(c: NodeClass, ps: PodSetSpec, flavor_labels: Mapping[str, str]) -> bool:
+    """Whether the nodes of ``c`` may take pods of ``ps`` in a flavor whose nodes carry
+    ``flavor_labels``: the flavor's labels, node selector and required node affinity, taints."""
+    # a class's nodes share every label and every name placement asks about: one stands for all
+    return all(c.labels.get(k) == v for k, v in flavor_labels.items()) and \
+        ps.needs.selects(c.nodes[0], c.labels) and all(tolerates(ps.tolerations, t) for t in c.taints)
 
 
 def per_node(requests: Mapping[str, Fraction], free: Mapping[str, Fraction], most: int) -> int:
@@ -92,29 +107,48 @@ def per_node(requests: Mapping[str, Fraction], free: Mapping[str, Fraction], mos
     return max(n, 0)
 
 
-def _in_use(snapshot: Snapshot) -> dict[str, dict[str, Fraction]]:
-    """Node -> what the pods on it request: pods bound there (spec.nodeName), and ungated pods
-    pinned there by their node selector that are not bound yet; terminated pods hold nothing."""
-    used: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+def _on_nodes(snapshot: Snapshot) -> list[tuple[str, Pod]]:
+    """(node, pod) for the pods on a node: bound there (spec.nodeName), or ungated and pinned
+    there by their node selector but not bound yet; terminated pods hold nothing."""
+    out = []
     for pod in snapshot.pods.values():
         if pod.phase in _TERMINATED:
             continue
         node = pod.node_name or (pod.node_selector.get(HOSTNAME_LABEL, "")
                                  if ADMISSION_GATE not in pod.scheduling_gates else "")
         if node:
-            for r, v in pod.requests.items():
-                used[node][r] += v
+            out.append((node, pod))
+    return out
+
+
+def _in_use(on_nodes: Iterable[tuple[str, Pod]], demands: Demands,
+            reserved: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, dict[str, Fraction]]:
+    """Node -> what the pods on it take (requests and placement-only resources), with what
+    ``reserved`` (node, takes) holds besides."""
+    used: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    takes = [(node, {**pod.requests, **demands.takes(pod.namespace, pod.needs)}) for node, pod in on_nodes]
+    for node, amounts in [*takes, *reserved]:
+        for r, v in amounts.items():
+            used[node][r] += v
     return used
 
 
-def node_classes(snapshot: Snapshot, workloads: Sequence[Workload]) -> NodeClasses:
+def node_classes(snapshot: Snapshot, workloads: Sequence[Workload],
+                 reserved: Iterable[tuple[str, Mapping[str, Fraction]]] = ()) -> NodeClasses:
     """Group the schedulable nodes of ``snapshot`` into classes; amounts count in units that
     divide every free amount and every request of ``workloads`` (coarser, rounding free amounts
-    down and requests up, only if the totals would overflow the solver's integers)."""
-    asked = {r for w in workloads for ps in w.pod_sets for r in ps.requests}
+    down and requests up, only if the totals would overflow the solver's integers).
+    ``reserved``: (node, what it takes) of pods placed before the solve (:func:`place_pods`)."""
+    on_nodes = _on_nodes(snapshot)
+    namespaces = {n: ns.labels for n, ns in snapshot.namespaces.items()}
+    demands = Demands(snapshot.nodes.values(), [(w.namespace, ps.needs) for w in workloads for ps in w.pod_sets],
+                      [(pod.namespace, pod.needs) for _, pod in on_nodes], namespaces,
+                      sum(ps.count for w in workloads for ps in w.pod_sets) + 1)
+    asked = {r for w in workloads for ps in w.pod_sets for r in ps.requests} | set(demands.names())
     keys = {k for f in snapshot.flavors.values() for k in f.node_labels}
-    keys |= {req.key for w in workloads for ps in w.pod_sets for req in ps.node_labels}
-    used = _in_use(snapshot)
+    keys |= {k for w in workloads for ps in w.pod_sets for k in ps.needs.label_keys()}
+    named = {n for w in workloads for ps in w.pod_sets for n in ps.needs.node_names()}
+    used = _in_use(on_nodes, demands, reserved)
     groups: dict[tuple, list[str]] = defaultdict(list)
     shape: dict[tuple, tuple] = {}
     node_free: dict[str, dict[str, Fraction]] = {}
@@ -122,20 +156,24 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload]) -> NodeClass
         if node.unschedulable:
             continue
         on = used.get(node.name, {})
-        free = {r: node.allocatable.get(r, Fraction(0)) - on.get(r, Fraction(0)) for r in sorted(asked)}
+        has = {**node.allocatable, **demands.capacity(node)}
+        free = demands.cap({r: has.get(r, Fraction(0)) - on.get(r, Fraction(0)) for r in sorted(asked)})
         node_free[node.name] = free
         labels = tuple(sorted((k, v) for k, v in node.labels.items() if k in keys))
         taints = tuple(sorted({t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")},
                               key=lambda t: (t.key, t.value, t.effect)))
-        key = (tuple(free.items()), labels, taints, not any(on.values()))
+        # a node some pod set names (matchFields) is a class of its own
+        key = (tuple(free.items()), labels, taints, not any(on.values()), node.name if node.name in named else "")
         groups[key].append(node.name)
         shape[key] = (free, dict(labels), taints, not any(on.values()))
     classes = tuple(NodeClass(i, tuple(sorted(groups[k])), *shape[k])
                     for i, k in enumerate(sorted(groups, key=lambda k: (str(k), len(groups[k])))))
     units: dict[str, Fraction] = {}
+    done = NodeClasses(classes, units, node_free, demands)
+    takes = [done.placed(ps, w.namespace) for w in workloads for ps in w.pod_sets]
     for r in sorted(asked):
         frees = [max(c.free.get(r, Fraction(0)), Fraction(0)) for c in classes]
-        asks = [(ps.requests[r], ps.count) for w in workloads for ps in w.pod_sets if r in ps.requests]
+        asks = [(ps.requests[r], ps.count) for ps in takes if r in ps.requests]
         unit = common_divisor([*frees, *(v for v, _ in asks)])
 
         def total(u: Fraction) -> int:
@@ -148,19 +186,19 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload]) -> NodeClass
         while total(unit) > _MAX_TOTAL and unit <= biggest:
             unit *= 2
         units[r] = unit
-    return NodeClasses(classes, units, node_free)
+    return done
 
 
-def class_fits(classes: NodeClasses, ps: PodSetSpec, flavor_labels: Mapping[str, str]) -> dict[int, int]:
-    """Class id -> how many pods of ``ps`` fit on one node of it, with a flavor whose nodes carry
-    ``flavor_labels``; classes where none fits are left out."""
+def class_fits(classes: NodeClasses, ps: PodSetSpec, flavor_labels: Mapping[str, str],
+               namespace: str) -> dict[int, int]:
+    """Class id -> how many pods of ``ps`` (of a workload in ``namespace``) fit on one node of it,
+    with a flavor whose nodes carry ``flavor_labels``; classes where none fits are left out."""
     out = {}
+    takes = classes.placed(ps, namespace).requests
     for c in classes.classes:
-        if any(c.labels.get(k) != v for k, v in flavor_labels.items()):
+        if not admits(c, ps, flavor_labels):
             continue
-        if not _selects(ps.node_labels, c.labels) or not all(tolerates(ps.tolerations, t) for t in c.taints):
-            continue
-        n = per_node(ps.requests, c.free, max(ps.count, 1))
+        n = per_node(takes, c.free, max(ps.count, 1))
         if n > 0:
             out[c.id] = n
     return out
@@ -187,7 +225,7 @@ def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[s
     free = {n: dict(f) for n, f in classes.node_free.items()}
     by_class: dict[int, list[tuple[str, PodSetSpec, int]]] = defaultdict(list)
     for w, placed in placements.items():
-        sets = {ps.name: ps for ps in workloads[w].pod_sets}
+        sets = {ps.name: classes.placed(ps, workloads[w].namespace) for ps in workloads[w].pod_sets}
         for ps, c, k in placed:
             by_class[c].extend((w, sets[ps], i) for i in range(k))
     nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -242,9 +280,7 @@ def shortage(shapes: Sequence[tuple[NodeClass, Mapping[str, Fraction], int]], ps
     the details of a ``NodesUnfit`` reason; None if they fit with some flavor."""
     best: tuple[int, dict[str, object]] | None = None
     for flavor, labels in sorted(flavors.items()):
-        eligible = [(f, k) for c, f, k in shapes
-                    if all(c.labels.get(key) == v for key, v in labels.items()) and _selects(ps.node_labels, c.labels)
-                    and all(tolerates(ps.tolerations, t) for t in c.taints)]
+        eligible = [(f, k) for c, f, k in shapes if admits(c, ps, labels)]
         fit = sum(k * per_node(ps.requests, f, ps.count) for f, k in eligible)
         if fit >= ps.count:
             return None
@@ -262,4 +298,52 @@ def shortage(shapes: Sequence[tuple[NodeClass, Mapping[str, Fraction], int]], ps
                    "flavor": flavor, "fit": fit, "nodes": words}
         if best is None or fit > best[0]:
             best = (fit, details)
+    return best[1] if best else None
+
+
+def first_fit(classes: NodeClasses, free: Mapping[str, Mapping[str, Fraction]],
+              asks: Sequence[tuple[PodSetSpec, Mapping[str, str], int]]
+              ) -> tuple[list[list[str]], dict[str, dict[str, Fraction]]]:
+    """Place ``count`` pods of each (pod set, flavor node labels, count) of ``asks``, in order,
+    each on the first node (by class, then name) that admits it and has room in ``free``; the
+    pod sets' requests are what a pod takes (:meth:`NodeClasses.placed`). Returns the nodes
+    found per ask (fewer than asked where the nodes ran out) and what is free after."""
+    left = {n: dict(f) for n, f in free.items()}
+    found: list[list[str]] = []
+    for ps, labels, count in asks:
+        nodes: list[str] = []
+        for c in classes.classes:
+            if len(nodes) >= count or not admits(c, ps, labels):
+                continue
+            for n in c.nodes:
+                if len(nodes) >= count:
+                    break
+                k = per_node(ps.requests, left[n], count - len(nodes))
+                for r, v in ps.requests.items():
+                    left[n][r] = left[n].get(r, Fraction(0)) - k * v
+                nodes += [n] * k
+        found.append(nodes)
+    return found, left
+
+
+def packing_shortage(classes: NodeClasses, free: Mapping[str, Mapping[str, Fraction]],
+                     pod_sets: Sequence[PodSetSpec], flavors: Mapping[str, Mapping[str, str]]
+                     ) -> dict[str, object] | None:
+    """Why pod sets that each fit on the nodes alone (:func:`shortage` finds nothing) do not fit
+    together: packed first fit, in order, with each flavor of ``flavors``, the pod set that runs
+    out of nodes with the flavor where most of its pods fit, as the details of a ``NodesUnfit``
+    reason; None if they all fit with some flavor. ``pod_sets``: as :meth:`NodeClasses.placed`."""
+    best: tuple[int, dict[str, object]] | None = None
+    for flavor, labels in sorted(flavors.items()):
+        left = free
+        for ps in pod_sets:
+            found, after = first_fit(classes, left, [(ps, labels, ps.count)])
+            if len(found[0]) < ps.count:
+                details = shortage(free_shapes(classes, left), ps, {flavor: labels})
+                if details is not None and (best is None or len(found[0]) > best[0]):
+                    best = (len(found[0]), details)
+                break
+            left = after
+        else:
+            return None
     return best[1] if best else None

@@ -224,7 +224,7 @@ def _rank_key(w: Workload) -> tuple[int, int, int, str]:
 
 def _shape(cq: str, w: Workload) -> tuple[object, ...]:
     return (cq, w.namespace, w.queue, w.priority, w.coscheduled, tuple(
-        (ps.name, ps.count, _requests(ps), ps.node_labels, ps.tolerations) for ps in w.pod_sets))
+        (ps.name, ps.count, _requests(ps), ps.node_labels, ps.tolerations, ps.needs.asked) for ps in w.pod_sets))
 
 
 def _requests(ps: PodSetSpec) -> tuple[tuple[str, int, int], ...]:

@@ -7,6 +7,7 @@ the object and the field; an unknown kind is skipped with a notice.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import abc
@@ -20,6 +21,7 @@ from .memo import Changes, Memo
 from .objects import (
     Admission, AdmissionCheck, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
+    NodeNeeds, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
     Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
     WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
@@ -253,8 +255,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Shared pieces of several kinds
 # --------------------------------------------------------------------------------------------
 
-def parse_selector(f: Fields, path: str) -> LabelSelector | None:
-    raw = f.get(path)
+def parse_selector(f: Fields, path: str, value: Any = _AT_PATH) -> LabelSelector | None:
+    raw = f.get(path) if value is _AT_PATH else value
     if raw is None:
         return None
     f.typed(path, raw, abc.Mapping, "a label selector")
@@ -298,6 +300,7 @@ class PodShape:
     node_selector: Mapping[str, str]
     node_labels: tuple[NodeLabelRequirement, ...]
     tolerations: tuple[Toleration, ...]
+    needs: NodeNeeds = NodeNeeds()  # for placement on nodes (docs/placement.md)
 
 
 def parse_pod_shape(f: Fields, path: str, spec: Any) -> PodShape:
@@ -348,8 +351,79 @@ def parse_pod_shape(f: Fields, path: str, spec: Any) -> PodShape:
         node_selector=selector,
         node_labels=tuple(NodeLabelRequirement(k, v) for k, v in sorted(asks.items())),
         tolerations=_tolerations(f, f"{path}.tolerations", spec.get("tolerations")),
+        needs=_node_needs(f, path, spec, selector),
     )
 
+
+_NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _node_requirements(f: Fields, path: str, value: Any, *, fields: bool) -> tuple[NodeSelectorRequirement, ...]:
+    """The ``matchExpressions`` (or with ``fields``, ``matchFields``) of a node selector term,
+    validated as the API server does, and Gt/Lt values as the integers kube-scheduler needs."""
+    out = []
+    for p, e in f.objects(path, value):
+        key = f.string(f"{p}.key", "", e.get("key")) or ""
+        op = e.get("operator")
+        values = f.strings(f"{p}.values", e.get("values"))
+        allowed = ("In", "NotIn") if fields else _NODE_OPERATORS
+        if op not in allowed:
+            raise f.fail(f"{p}.operator", f"expected {', '.join(allowed[:-1])} or {allowed[-1]}, got {op!r}")
+        if fields and key != "metadata.name":
+            raise f.fail(f"{p}.key", f"matchFields supports only metadata.name, got {key!r}")
+        if fields and len(values) != 1:
+            raise f.fail(f"{p}.values", f"matchFields with {op} takes exactly one node name")
+        if op in ("In", "NotIn") and not values:
+            raise f.fail(f"{p}.values", f"{op} needs at least one value")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise f.fail(f"{p}.values", f"{op} takes no values")
+        if op in ("Gt", "Lt"):
+            if len(values) != 1 or not values[0].lstrip("+-").isdigit():
+                raise f.fail(f"{p}.values", f"{op} takes exactly one integer value, got {list(values)!r}")
+        out.append(NodeSelectorRequirement(key, op, values))
+    return tuple(out)
+
+
+def _pod_affinity_terms(f: Fields, path: str, value: Any) -> tuple[PodAffinityTerm, ...]:
+    out = []
+    for p, t in f.objects(path, value):
+        key = f.string(f"{p}.topologyKey", "", t.get("topologyKey")) or ""
+        if not key:
+            raise f.fail(f"{p}.topologyKey", "a pod affinity term needs a topologyKey")
+        out.append(PodAffinityTerm(parse_selector(f, f"{p}.labelSelector", t.get("labelSelector")),
+                                   tuple(sorted(f.strings(f"{p}.namespaces", t.get("namespaces")))),
+                                   parse_selector(f, f"{p}.namespaceSelector", t.get("namespaceSelector")), key))
+    return tuple(out)
+
+
+def _node_needs(f: Fields, path: str, spec: Mapping[str, Any], selector: Mapping[str, str]) -> NodeNeeds:
+    """What a pod spec at ``path`` asks of its node for placement (objects.NodeNeeds): node
+    selector, required node affinity, host ports (of containers and sidecar init containers)
+    and required pod anti-affinity."""
+    affinity = f.mapping(f"{path}.affinity", spec.get("affinity"))
+    required = f.mapping(f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                         f.mapping(f"{path}.affinity.nodeAffinity", affinity.get("nodeAffinity"))
+                         .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = None
+    if required:
+        at = f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        terms = tuple(NodeSelectorTerm(_node_requirements(f, f"{p}.matchExpressions", t.get("matchExpressions"),
+                                                          fields=False),
+                                       _node_requirements(f, f"{p}.matchFields", t.get("matchFields"), fields=True))
+                      for p, t in f.objects(at, required.get("nodeSelectorTerms")))
+    ports = set()
+    containers = [*f.objects(f"{path}.containers", spec.get("containers")),
+                  *((p, c) for p, c in f.objects(f"{path}.initContainers", spec.get("initContainers"))
+                    if c.get("restartPolicy") == "Always")]
+    for p, c in containers:
+        for pp, port in f.objects(f"{p}.ports", c.get("ports")):
+            number = f.integer(f"{pp}.hostPort", 0, port.get("hostPort")) or 0
+            if number > 0:
+                ports.add((f.string(f"{pp}.protocol", "TCP", port.get("protocol")) or "TCP", number))
+    anti = f.mapping(f"{path}.affinity.podAntiAffinity", affinity.get("podAntiAffinity"))
+    return NodeNeeds(tuple(sorted(selector.items())), terms, tuple(sorted(ports)),
+                     _pod_affinity_terms(f, f"{path}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                                         anti.get("requiredDuringSchedulingIgnoredDuringExecution")))
 
 def _required_node_labels(f: Fields, path: str, affinity: Any) -> dict[str, tuple[str, ...]]:
     """Node label values a required node affinity asks for (``In`` expressions of its one term)."""
@@ -418,6 +492,7 @@ def _pod(f: Fields) -> Pod:
         priority_class_name=f.string("spec.priorityClassName"), requests=shape.requests,
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
+        needs=dataclasses.replace(shape.needs, labels=tuple(sorted(labels.items()))),
         finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
         ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")), node_name=f.string("spec.nodeName", "") or "", controller_uid=controller_uid,
     )
@@ -578,8 +653,11 @@ def _workload(f: Fields) -> KueueWorkload:
         count = f.count(f"{p}.count", 1, ps.get("count"))
         template = f.mapping(f"{p}.template", ps.get("template"))
         shape = parse_pod_shape(f, f"{p}.template.spec", template.get("spec"))
+        own = f.string_map(f"{p}.template.metadata.labels",
+                           f.mapping(f"{p}.template.metadata", template.get("metadata")).get("labels"))
         pod_sets.append(PodSetSpec(f.string(f"{p}.name", "main", ps.get("name")) or "main", count, shape.requests,
-                                   shape.node_labels, shape.tolerations))
+                                   shape.node_labels, shape.tolerations,
+                                   needs=dataclasses.replace(shape.needs, labels=tuple(sorted(own.items())))))
     if not pod_sets:
         raise f.fail("spec.podSets", "a Workload needs at least one pod set")
     admission = None

@@ -1,0 +1,120 @@
+"""What a pod takes of a node beyond its resource requests, as resources placement can count.
+
+kube-scheduler keeps a pod off a node for reasons other than free cpu and memory. Three of them
+are limits of one node that pods share, and placement counts them as resources of the node
+(in placement only: quota never sees them), so the solver's class totals, the node-by-node
+packing and the shortage reasons all treat them as they treat cpu (docs/placement.md):
+
+- ``pods``: a node holds at most its allocatable ``pods`` (NodeResourcesFit's "Too many
+  pods"); every pod that is not terminated and is on the node, or pinned there, counts 1.
+- ``hostport/<protocol>/<port>``: a node has each host port once (NodePorts): every pod binding
+  it takes it. The host IP is not looked at, so two pods binding one port on different IPs are
+  kept apart too (kube-scheduler would let them share the node).
+- ``anti-affinity/<n>``: a required pod anti-affinity term with topology key
+  ``kubernetes.io/hostname`` (InterPodAffinity): a node has room for one pod that carries the
+  term or matches its selector. Exact when the pods carrying a term match it themselves (the
+  common "one pod per node" of a gang); otherwise stricter than Kubernetes, which lets pods
+  that only match, or only carry, the term share a node.
+
+Pure Python: no clingo here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .objects import Node, NodeNeeds, PodAffinityTerm
+
+__all__ = ["PODS", "Demands", "ScopedTerm"]
+
+PODS = "pods"
+#: The only topology key of pod anti-affinity placement honours (docs/placement.md; the
+#: label placement.HOSTNAME_LABEL pins pods with, which imports this module).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+_PORT = "hostport/"
+_ANTI = "anti-affinity/"
+
+
+@dataclass(frozen=True)
+class ScopedTerm:
+    """A pod anti-affinity term with the namespace of the pod that carries it (the namespace a
+    term without namespaces means)."""
+
+    term: PodAffinityTerm
+    namespace: str
+
+    def matches(self, namespace: str, labels: Mapping[str, str],
+                namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
+        """Whether a pod in ``namespace`` with ``labels`` is one the term keeps away."""
+        t = self.term
+        if t.selector is None:
+            return False
+        if t.namespaces or t.namespace_selector is not None:
+            selected = namespace in t.namespaces or (
+                t.namespace_selector is not None and t.namespace_selector.matches(namespace_labels.get(namespace, {})))
+        else:
+            selected = namespace == self.namespace
+        return selected and t.selector.matches(labels)
+
+
+def _scoped(namespace: str, needs: NodeNeeds) -> list[ScopedTerm]:
+    return [ScopedTerm(t, namespace) for t in needs.anti_affinity if t.topology_key == HOSTNAME_LABEL]
+
+
+class Demands:
+    """The placement-only resources of a cycle: which are in play, what each node has of them,
+    and what each pod takes. ``pending``: (namespace, needs) of every pod set to place;
+    ``running``: the same of every pod on a node (bound or pinned, not terminated)."""
+
+    def __init__(self, nodes: Iterable[Node], pending: Iterable[tuple[str, NodeNeeds]],
+                 running: Iterable[tuple[str, NodeNeeds]], namespace_labels: Mapping[str, Mapping[str, str]],
+                 most_pods: int) -> None:
+        pending, running = list(dict.fromkeys(pending)), list(dict.fromkeys(running))
+        self.namespace_labels = namespace_labels
+        # A node without allocatable pods is not limited (a kubelet always reports it; test
+        # snapshots often leave it out): none counts pods if no node reports them.
+        self.count_pods = any(PODS in n.allocatable for n in nodes)
+        self.most_pods = Fraction(most_pods)
+        self.asked_ports = {p for _, needs in pending for p in needs.host_ports}
+        self.ports = sorted(self.asked_ports)
+        terms = {s for ns, needs in pending for s in _scoped(ns, needs)}
+        # a running pod's term matters if some pod to place is one it keeps away
+        terms |= {s for ns, needs in running for s in _scoped(ns, needs)
+                  if any(s.matches(pns, dict(p.labels), namespace_labels) for pns, p in pending)}
+        self.terms = sorted(terms, key=repr)
+
+    def names(self) -> list[str]:
+        """The resources in play, by name."""
+        return ([PODS] if self.count_pods else []) + [f"{_PORT}{proto}/{port}" for proto, port in self.ports] + \
+            [f"{_ANTI}{i}" for i in range(len(self.terms))]
+
+    def capacity(self, node: Node) -> dict[str, Fraction]:
+        """What ``node`` has of each resource in play, before any pod takes some."""
+        out = {r: Fraction(1) for r in self.names()}
+        if self.count_pods:
+            out[PODS] = node.allocatable.get(PODS, self.most_pods)
+        return out
+
+    def takes(self, namespace: str, needs: NodeNeeds) -> dict[str, Fraction]:
+        """What one pod in ``namespace`` asking ``needs`` takes of the resources in play."""
+        out: dict[str, Fraction] = {PODS: Fraction(1)} if self.count_pods else {}
+        for proto, port in needs.host_ports:
+            if (proto, port) in self.asked_ports:
+                out[f"{_PORT}{proto}/{port}"] = Fraction(1)
+        if self.terms:
+            mine = set(_scoped(namespace, needs))
+            labels = dict(needs.labels)
+            for i, s in enumerate(self.terms):
+                if s in mine or s.matches(namespace, labels, self.namespace_labels):
+                    out[f"{_ANTI}{i}"] = Fraction(1)
+        return out
+
+    def cap(self, free: Mapping[str, Fraction]) -> dict[str, Fraction]:
+        """``free`` with the pods free capped as :meth:`capacity` caps them, so that nodes alike
+        but in how many more pods than could ever come they hold fall into one class."""
+        if PODS not in free:
+            return dict(free)
+        return {**free, PODS: min(free[PODS], self.most_pods)}
+
