@@ -15,6 +15,7 @@ from clueue.engine import (
     ClueueError, Config, Document, Plan, Policy, Snapshot, build_snapshot, compile_snapshot, load_policy,
 )
 from clueue.engine.facts import render_facts
+from clueue.engine.podgroups import describe_group
 from clueue.engine.guard import guarded_cycle
 
 from .files import load_config, load_snapshot, read_documents
@@ -251,14 +252,32 @@ def explain(args: tuple[str, ...], scope: Scope, kubeconfig: str | None, context
     snapshot = _snapshot(tuple(paths), kubeconfig, context, in_cluster)
     result = _cycle(snapshot, policies, config_path, time_budget)
     name = workload if "/" in workload or scope.namespace is None else f"{scope.namespace}/{workload}"
+    # a coscheduling PodGroup: its phase and what it holds, also before its pods exist (docs/podgroups.md)
+    group = describe_group(snapshot, result, name, int(time.time()))
     try:
         entry = result.workload(name)
     except KeyError:
+        if group is not None:
+            click.echo(_render_group(group, fmt), nl=False)
+            return
         names = ", ".join(w.name for w in result.workloads[:20]) or "none"
         raise click.ClickException(f"no single workload {name!r} in the snapshot; workloads: {names}") from None
     if not scope.shows(entry, snapshot):
         raise click.ClickException(f"workload {entry.name} is not among those shown: {scope.describe()}")
     click.echo(render_explanation(result, entry.name, fmt), nl=False)
+    if group is not None and fmt == "text":
+        click.echo(_render_group(group, fmt), nl=False)
+
+
+def _render_group(group: dict[str, Any], fmt: str) -> str:
+    """A PodGroup's decision (:func:`~clueue.engine.podgroups.describe_group`) for ``explain``."""
+    if fmt != "text":
+        return dump(group, fmt)
+    lines = [f"PodGroup {group['podGroup']}: {group['phase']}" + (f": {group['message']}" if group["message"] else "")]
+    lines += [f"  holds {h['amount']} {h['resource']} of ClusterQueue {h['clusterQueue']} in flavor {h['flavor']}"
+              for h in group.get("quota", ())]
+    lines += [f"  holds {h['amount']} {h['resource']} of node {h['node']}" for h in group.get("nodes", ())]
+    return "\n".join(lines) + "\n"
 
 
 @main.command(short_help="Print a live cluster's objects, to replay offline; writes nothing.")

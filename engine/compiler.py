@@ -26,6 +26,7 @@ from .facts import PREDICATES, Node, Value, fact_text
 from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, ResourceGroup
 from .placement import NodeClasses, class_fits, node_classes
+from .podgroups import holds
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .workloads import Workload
@@ -68,6 +69,8 @@ class Compiled:
 
     lines: Mapping[str, Sequence[str]]  # predicate -> its facts as ASP text (facts.render_facts)
     units: Units
+    # (tree root, flavor, resource) -> (InQueue PodGroup, amount) it holds there (podgroups.py)
+    reserved: Mapping[tuple[Node | None, str, str], tuple[tuple[str, Fraction], ...]] = field(default_factory=dict)
 
     def amount(self, cluster_queue: str | None, resource: str, units: int) -> Fraction:
         """``units`` of ``resource`` in the tree of ``cluster_queue``, as a quantity."""
@@ -120,6 +123,9 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     mine: dict[tuple[Node | None, str], list[tuple[Fraction, int]]] = defaultdict(list)
     for (ns, queue, admitted_in, r, n, d, count), times in asks.items():
         mine[located.tree(ns, queue, admitted_in), r].append((Fraction(n, d), count * times))
+    for hold in holds(snapshot).held.values():  # what InQueue PodGroups hold counts as a request
+        for _, r, q in hold.quota:
+            mine[node_tree.get(Node("cq", hold.cluster_queue)), r].append((q, 1))
     trees: dict[Node | None, dict[str, Fraction]] = defaultdict(dict)
     caps: dict[Node | None, dict[str, tuple[Fraction, int]]] = defaultdict(dict)
     notices = []
@@ -301,13 +307,31 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
         out.extend(own(units.tree(w.namespace, w.queue, _admitted_in(w)))(w))
         out.add("workload_tiebreak", w.key, position)
     _eviction_order(out, live)
+    reserved = _reservation_facts(out, snapshot, units)
     if nodes is None and snapshot.nodes:
         nodes = node_classes(snapshot, live)
     if nodes is not None:
         _node_facts(out, snapshot, nodes, live)
         for w, c in unplaceable:
             out.add("unplaceable", w, c)
-    return Compiled(dict(out.lines), units)
+    return Compiled(dict(out.lines), units, reserved)
+
+
+def _reservation_facts(out: _Facts, snapshot: Snapshot, units: Units
+                       ) -> dict[tuple[Node | None, str, str], tuple[tuple[str, Fraction], ...]]:
+    """The quota InQueue PodGroups hold (podgroups.py), in their trees' units (rounded up:
+    never under-count use); returns it by (tree, flavor, resource) for explanations."""
+    reserved: dict[tuple[Node | None, str, str], list[tuple[str, Fraction]]] = defaultdict(list)
+    for hold in holds(snapshot).held.values():
+        tree = units.node_tree.get(Node("cq", hold.cluster_queue))
+        for f, r, q in hold.quota:
+            unit = units.trees.get(tree, {}).get(r)
+            if unit is not None:
+                out.add("reservation", hold.group, hold.cluster_queue, f, r, ceil(q / unit))
+                reserved[tree, f, r].append((hold.group, q))
+        if hold.quota:
+            out.add("reservation_gang", hold.group, hold.gang)
+    return {k: tuple(v) for k, v in reserved.items()}
 
 
 def _node_facts(out: _Facts, snapshot: Snapshot, nodes: NodeClasses, live: Sequence[Workload]) -> None:

@@ -26,6 +26,7 @@ from .memo import Memo
 from .objects import CheckState
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, first_fit, free_shapes, node_classes, packing_shortage, shortage)
+from .podgroups import holds
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
@@ -491,6 +492,9 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
     if nodes is None or done.placed is None:
         return None
     shapes = free_shapes(nodes, done.placed.free)
+    # what InQueue PodGroups hold of the nodes (podgroups.py), said beside every node shortage
+    text = holds(snapshot).nodes_text()
+    held = {"reserved": text} if text else {}
 
     def unfit(w: Workload, reasons: tuple[Reason, ...] = ()) -> tuple[Reason, ...]:
         lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
@@ -507,11 +511,11 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
         for ps in pod_sets:
             details = shortage(shapes, ps, flavors)
             if details is not None:
-                out.append(make_reason("NodesUnfit", **details))
+                out.append(make_reason("NodesUnfit", **details, **held))
         if not out and len(pod_sets) > 1:  # each fits alone: do they fit together?
             details = packing_shortage(nodes, done.placed.free, pod_sets, flavors)
             if details is not None:
-                out.append(make_reason("NodesUnfit", **details))
+                out.append(make_reason("NodesUnfit", **details, **held))
         return tuple(out)
     return unfit
 

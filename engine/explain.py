@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Iterable
 
 from .compiler import Compiled
+from .facts import Node
 from .quantity import format_quantity
 from .reasons import BY_TERM, Reason, make_reason
 from .solver import Term
@@ -23,6 +25,18 @@ def _why(term: Any) -> str:
         key, value = term.args
         return f"its nodes have {key}={value}, which the pods' node selector or affinity excludes"
     return str(term)
+
+
+def _reserved(compiled: Compiled, args: tuple[Any, ...]) -> dict[str, Any]:
+    """What InQueue PodGroups hold in the quota tree, flavor and resource a shortage is of
+    (the ``reserved`` and ``reservedFor`` details; none when they hold nothing there)."""
+    cluster_queue, flavor, resource = args[:3]
+    tree = compiled.units.node_tree.get(Node("cq", cluster_queue))
+    held = compiled.reserved.get((tree, flavor, resource), ())
+    if not held:
+        return {}
+    return {"reserved": format_quantity(sum((q for _, q in held), Fraction(0))),
+            "reservedFor": sorted({g for g, _ in held})}
 
 
 def decode_reasons(terms: Iterable[Any], compiled: Compiled) -> list[Reason]:
@@ -46,5 +60,7 @@ def decode_reasons(terms: Iterable[Any], compiled: Compiled) -> list[Reason]:
                                                                   details[name]))
         if "why" in details:
             details["why"] = _why(details["why"])
+        if kind.code == "InsufficientQuota":
+            details.update(_reserved(compiled, term.args))
         out.append(make_reason(kind.code, **details))
     return out

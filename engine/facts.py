@@ -145,6 +145,13 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("admitted_count(W,PS,N)", "str str int",
        "N pods of admitted pod set PS hold quota (succeeded pods are reclaimable and excluded).",
        'admitted_count("research/serve","main",2).'),
+    _p("reservation(G,Q,F,R,Amount)", "str str str str int",
+       "InQueue PodGroup G (namespace/name) holds Amount of resource R in flavor F of ClusterQueue Q until its "
+       "gang is admitted (delay-pod-creation, docs/podgroups.md): it counts as usage of Q.",
+       'reservation("research/mpi","team-a","on-demand","cpu",16).'),
+    _p("reservation_gang(G,W)", "str str",
+       "Workload W is the gang of InQueue PodGroup G: admitting W frees what G holds (W takes its place).",
+       'reservation_gang("research/mpi","research/podgroup-mpi").'),
     # -- nodes (only when the snapshot has Nodes; see docs/placement.md) --------------------------
     _p("node_count(N)", "int",
        "The snapshot has Nodes, N of them schedulable: pods of admitted workloads are placed on nodes "

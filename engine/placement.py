@@ -22,6 +22,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .nodematch import Demands
 from .objects import Pod, PodSetSpec, Taint, Toleration
+from .podgroups import holds
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .workloads import ADMISSION_GATE, Workload
@@ -148,7 +149,8 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload],
     keys = {k for f in snapshot.flavors.values() for k in f.node_labels}
     keys |= {k for w in workloads for ps in w.pod_sets for k in ps.needs.label_keys()}
     named = {n for w in workloads for ps in w.pod_sets for n in ps.needs.node_names()}
-    used = _in_use(on_nodes, demands, reserved)
+    # what InQueue PodGroups hold of the nodes counts as used (podgroups.py)
+    used = _in_use(on_nodes, demands, [*reserved, *holds(snapshot).on_nodes()])
     groups: dict[tuple, list[str]] = defaultdict(list)
     shape: dict[tuple, tuple] = {}
     node_free: dict[str, dict[str, Fraction]] = {}

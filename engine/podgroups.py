@@ -6,33 +6,40 @@ admitted, quota and all, once ``minMember`` of them exist, all together or not a
 without a queue name are left to the nodes: clueue does not gate them; it writes their group's
 status only (docs/podgroups.md).
 
-:func:`podgroup_statuses` computes what the controller writes after a cycle, from the
-snapshot, the cycle's plan and the time (the engine has no clock: the adapter passes it):
+InQueue (delay-pod-creation): a group none of whose pods is placed goes InQueue when its need
+(``minResources``, or what its pods request where that is more) fits both the idle node capacity
+and the free nominal quota of its queue's ClusterQueue, first come first served by creation; it
+then *holds* that capacity until its gang is admitted. Both steps are functions of the snapshot
+(which records each group's phase), so a cycle stays pure:
 
-* each group's ``status`` (phase, running, succeeded, failed, scheduleStartTime, occupiedBy),
-  following the coscheduling state diagram, plus ``InQueue`` (delay-pod-creation): a group
-  whose pods are not placed goes InQueue when its ``minResources`` fit both the idle node
-  capacity and its queue's free quota, in FCFS order of creation; the capacity is then
-  reserved for it (counted as used by every later group) until its gang is admitted.
-* the groups to release: placed for longer than ``scheduleTimeoutSeconds`` without
-  ``minMember`` pods running. Scheduling gates cannot be added back, so releasing deletes
-  the group's live pods and its gang's Workload (as Kueue's waitForPodsReady evicts plain
-  pods and gives back their quota) and holds the group
-  for a back-off (60 s doubling per release, at most an hour), kept in annotations.
-* the groups whose back-off is over (their back-off annotation is removed).
+* :func:`holds`, before the solve: every group the snapshot records InQueue keeps what it holds
+  while its need still fits beside the Workloads admitted before and the pods on the nodes
+  (FCFS); one that no longer fits goes back to Pending. The cycle subtracts the holds before it
+  solves (quota: the ``reservation/5`` facts, compiler.py and capacity.lp; nodes:
+  placement.py), so that nothing admitted in the cycle takes them, but the group's own gang:
+  admitting it frees the hold it takes the place of.
+* :func:`podgroup_statuses`, after the cycle: each group's ``status`` (phase, running,
+  succeeded, failed, scheduleStartTime, occupiedBy), following the coscheduling state diagram;
+  a Pending group goes InQueue when its need fits what the plan leaves beside the holds (FCFS),
+  and holds it from the next cycle on. It also names the groups to release: placed for longer
+  than ``scheduleTimeoutSeconds`` without ``minMember`` pods running. Scheduling gates cannot be
+  added back, so releasing deletes the group's live pods and its gang's Workload (as Kueue's
+  waitForPodsReady evicts plain pods and gives back their quota) and holds the group for a
+  back-off (60 s doubling per release, at most an hour), kept in annotations; and the groups
+  whose back-off is over (their back-off annotation is removed).
 
-"Idle capacity" is :class:`SummedCapacity`: the allocatable of schedulable Nodes summed, less
-what the pods placed on them (or about to be) request. It is one :class:`Capacity`, so that a
-node-by-node placement can stand in for it. Without Nodes in the snapshot only quota decides.
+"Idle node capacity" is summed over the schedulable Nodes (allocatable less what the pods bound
+there, or about to be placed, request); a hold is spread over the nodes in name order. Without
+Nodes in the snapshot only quota decides.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Collection, Mapping
 
 from .objects import Pod, PodGroup
 from .plan import Plan, WorkloadEntry
@@ -40,8 +47,8 @@ from .quantity import format_quantity
 from .queues import entry_usage
 from .snapshot import KUEUE_PREFIX, Snapshot
 
-__all__ = ["POD_GROUP_LABEL", "WORKLOAD_PREFIX", "PHASES", "Capacity", "SummedCapacity", "PodGroupStatus",
-           "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "group_members", "workload_key",
+__all__ = ["POD_GROUP_LABEL", "WORKLOAD_PREFIX", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
+           "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "describe_group", "group_members", "workload_key",
            "backoff_seconds", "group_queue", "rfc3339"]
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -50,6 +57,8 @@ PHASES = ("Pending", "InQueue", "Scheduling", "Running", "Finished", "Failed", "
 BACKOFF_BASE_S = 60
 BACKOFF_MAX_S = 3600
 _QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
+_JOB_UID_LABEL = KUEUE_PREFIX + "job-uid"  # on a Workload Kueue made for a Job: the Job's uid
+_PODSET_LABEL = KUEUE_PREFIX + "podset"  # on the pods Kueue's job integrations make: their pod set
 _ADMISSION_GATE = KUEUE_PREFIX + "admission"
 _TERMINAL = ("Succeeded", "Failed")
 _WAITING = ("", "Pending", "InQueue")  # phases before any pod is placed
@@ -83,80 +92,293 @@ def group_queue(group: PodGroup, pods: list[Pod]) -> str:
     return group.labels.get(_QUEUE_LABEL) or next((p.labels[_QUEUE_LABEL] for p in pods if _QUEUE_LABEL in p.labels), "")
 
 
-class Capacity(Protocol):
-    """Where a group's ``minResources`` must fit before it goes InQueue; node placement may
-    replace :class:`SummedCapacity` with a check node by node."""
+@dataclass(frozen=True)
+class Hold:
+    """What an InQueue group holds until its gang is admitted (or it goes back to Pending)."""
 
-    def shortage(self, need: Resources) -> str:
-        """Why ``need`` does not fit ("" if it does)."""
+    group: str  # namespace/name
+    gang: str  # the key of its gang's workload (:func:`workload_key`)
+    need: Resources
+    cluster_queue: str = ""  # whose quota it holds ("": it has no queue)
+    quota: tuple[tuple[str, str, Fraction], ...] = ()  # (flavor, resource, amount) in cluster_queue
+    nodes: tuple[tuple[str, str, Fraction], ...] = ()  # (node, resource, amount)
+    arrived: bool = False  # it has a queue and its minMember pods exist: its gang may be admitted in their place
 
-    def take(self, need: Resources) -> None:
-        """Reserve ``need``."""
+    def describe(self) -> str:
+        """What it holds, in words: ``cpu 16, nvidia.com/gpu 4 in ClusterQueue team-a``."""
+        where = f" in ClusterQueue {self.cluster_queue}" if self.cluster_queue else ""
+        return f"{_amounts(self.need)}{where}"
 
 
-@dataclass
+@dataclass(frozen=True)
+class Holds:
+    """The InQueue groups of a snapshot and what they hold before the cycle's solve
+    (:func:`holds`), keyed ``namespace/name``."""
+
+    held: Mapping[str, Hold] = field(default_factory=dict)
+    dropped: Mapping[str, str] = field(default_factory=dict)  # recorded InQueue, no longer fitting: why
+    # admitted Kueue Workloads of a Job whose pods are not all there yet: what the missing pods
+    # will take of the nodes, (node, resource, amount), keyed by Workload namespace/name
+    workloads: Mapping[str, tuple[tuple[str, str, Fraction], ...]] = field(default_factory=dict)
+
+    def _on_nodes(self) -> list[tuple[str, tuple[tuple[str, str, Fraction], ...]]]:
+        """(holder, its node amounts), but groups whose pods have arrived: those pods are about
+        to take that room themselves."""
+        return [(h.group, h.nodes) for h in self.held.values() if h.nodes and not h.arrived] + \
+            [(f"Workload {k}", v) for k, v in self.workloads.items() if v]
+
+    def on_nodes(self) -> list[tuple[str, dict[str, Fraction]]]:
+        """(node, amounts) the holds take of the nodes."""
+        out: dict[str, dict[str, Fraction]] = defaultdict(dict)
+        for _, taken in self._on_nodes():
+            for node, r, q in taken:
+                out[node][r] = out[node].get(r, Fraction(0)) + q
+        return sorted(out.items())
+
+    def nodes_text(self) -> str:
+        """What the holds take of the nodes, in words ("" if nothing): ``cpu 3 (default/a)``."""
+        total: dict[str, Fraction] = defaultdict(Fraction)
+        holders = self._on_nodes()
+        for _, taken in holders:
+            for _, r, q in taken:
+                total[r] += q
+        return f"{_amounts(total)} ({', '.join(sorted(h for h, _ in holders))})" if holders else ""
+
+
+def _amounts(need: Resources) -> str:
+    return ", ".join(f"{r} {format_quantity(q)}" for r, q in sorted(need.items())) or "nothing"
+
+
 class _Pool:
-    """Free amounts per resource; what is not listed is not there."""
+    """Free amounts by place (a flavor of a ClusterQueue's quota, or a node) and resource. A
+    need fits when, resource by resource, the places together have it free (less what is
+    ``floating``: asked by pods on no node yet); a hold takes it place by place, in order."""
 
-    free: dict[str, Fraction]
-    what: str  # "idle node capacity", "quota of ClusterQueue x"
-    reserved: dict[str, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
+    def __init__(self, what: str, places: list[str], free: Mapping[tuple[str, str], Fraction],
+                 floating: Mapping[str, Fraction] | None = None) -> None:
+        self.what = what  # "idle node capacity", "the quota of ClusterQueue x"
+        self.places = places
+        self.free = dict(free)
+        self.floating = dict(floating or {})
+        self.holders: dict[str, dict[str, Fraction]] = defaultdict(dict)  # resource -> group -> held
+
+    def has(self, resource: str) -> Fraction:
+        return sum((max(self.free.get((p, resource), Fraction(0)), Fraction(0)) for p in self.places),
+                   Fraction(0)) - self.floating.get(resource, Fraction(0))
 
     def shortage(self, need: Resources) -> str:
+        """Why ``need`` does not fit ("" if it does), naming the groups that hold the rest."""
         for r, q in sorted(need.items()):
-            have = self.free.get(r, Fraction(0))
+            have = self.has(r)
             if q > have:
-                held = self.reserved.get(r, Fraction(0))
-                also = f" ({format_quantity(held)} reserved for InQueue groups)" if held else ""
+                held = self.holders.get(r, {})
+                also = (f" ({format_quantity(sum(held.values(), Fraction(0)))} reserved for InQueue "
+                        f"group{'s' if len(held) > 1 else ''} {', '.join(sorted(held))})") if held else ""
                 return f"needs {r} {format_quantity(q)}, {self.what} has {format_quantity(max(have, Fraction(0)))}{also}"
         return ""
 
-    def take(self, need: Resources) -> None:
-        for r, q in need.items():
-            self.free[r] = self.free.get(r, Fraction(0)) - q
-            self.reserved[r] += q
+    def take(self, group: str, need: Resources,
+             where: Callable[[str], bool] | None = None) -> tuple[tuple[str, str, Fraction], ...]:
+        """Hold ``need`` for ``group``: (place, resource, amount) taken, places (those ``where``
+        accepts) in order; what they do not have (a hold kept past a change) counts against
+        them all the same."""
+        out = []
+        for r, q in sorted(need.items()):
+            self.holders[r][group] = self.holders[r].get(group, Fraction(0)) + q
+            left = q
+            for p in self.places if where is None else filter(where, self.places):
+                a = min(max(self.free.get((p, r), Fraction(0)), Fraction(0)), left)
+                if a > 0:
+                    self.free[p, r] -= a
+                    left -= a
+                    out.append((p, r, a))
+            if left > 0:
+                self.floating[r] = self.floating.get(r, Fraction(0)) + left
+        return tuple(out)
 
 
-class SummedCapacity(_Pool):
-    """The allocatable of the snapshot's schedulable Nodes summed, less the requests of the
-    pods that are placed or will be: live pods without scheduling gates (bound, or left to the
-    scheduler) and the pods the plan admits."""
+def _node_pool(snapshot: Snapshot, waiting: Collection[str], placing: frozenset[str] = frozenset()) -> _Pool:
+    """The schedulable Nodes' allocatable, less the requests of the pods bound to each; the pods
+    placed but not bound yet (ungated, or ``placing``: uids the plan ungates) float, but those
+    of the ``waiting`` groups (``namespace/name``): what such a group holds covers them."""
+    free: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    places = sorted(n.name for n in snapshot.nodes.values() if not n.unschedulable)
+    for name in places:
+        for r, q in snapshot.nodes[name].allocatable.items():
+            free[name, r] += q
+    floating: dict[str, Fraction] = defaultdict(Fraction)
+    for pod in snapshot.pods.values():
+        if pod.phase in _TERMINAL or pod.deleting:
+            continue
+        if pod.node_name or pod.scheduled:
+            for r, q in pod.requests.items():
+                free[pod.node_name, r] -= q
+        elif (not pod.scheduling_gates or pod.uid in placing) and \
+                f"{pod.namespace}/{pod.labels.get(POD_GROUP_LABEL)}" not in waiting:
+            for r, q in pod.requests.items():
+                floating[r] += q
+    return _Pool("idle node capacity", places, free, floating)
 
-    def __init__(self, snapshot: Snapshot, plan: Plan) -> None:
-        free: dict[str, Fraction] = defaultdict(Fraction)
-        for node in snapshot.nodes.values():
-            if not node.unschedulable:
-                for r, q in node.allocatable.items():
-                    free[r] += q
-        admitted = {uid for w in plan.workloads if w.state == "admitted" for _, uid in w.pods}
-        for pod in snapshot.pods.values():
-            if pod.phase in _TERMINAL or pod.deleting:
-                continue
-            if pod.scheduled or not pod.scheduling_gates or pod.uid in admitted:
-                for r, q in pod.requests.items():
-                    free[r] -= q
-        super().__init__(dict(free), "idle node capacity")
 
-
-def _quota_pools(snapshot: Snapshot, plan: Plan) -> dict[str, _Pool]:
-    """ClusterQueue -> its nominal quota per resource (all flavors), less what the plan leaves
-    admitted in it. Borrowing is not counted: a group goes InQueue on quota its queue owns."""
-    used: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-    for w in plan.workloads:
-        if w.state == "admitted" and w.cluster_queue:
-            for (_, r), q in entry_usage(w).items():
-                used[w.cluster_queue][r] += q
+def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str], Fraction]]) -> dict[str, _Pool]:
+    """ClusterQueue -> its nominal quota per flavor and resource, less ``used`` (ClusterQueue ->
+    (flavor, resource) -> held). Borrowing is not counted: a group goes InQueue on quota its
+    queue owns."""
     pools = {}
     for name, cq in snapshot.cluster_queues.items():
-        free: dict[str, Fraction] = defaultdict(Fraction)
+        free: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+        places: list[str] = []
         for g in cq.resource_groups:
             for fq in g.flavors:
+                places += [] if fq.flavor in places else [fq.flavor]
                 for r, quota in fq.resources.items():
-                    free[r] += quota.nominal
-        for r, q in used[name].items():
-            free[r] -= q
-        pools[name] = _Pool(dict(free), f"the quota of ClusterQueue {name}")
+                    free[fq.flavor, r] += quota.nominal
+        for key, q in used.get(name, {}).items():
+            free[key] -= q
+        pools[name] = _Pool(f"the quota of ClusterQueue {name}", places, free)
     return pools
+
+
+def _recorded_usage(snapshot: Snapshot) -> dict[str, dict[tuple[str, str], Fraction]]:
+    """ClusterQueue -> (flavor, resource) -> what the admissions recorded on the snapshot's
+    Workload objects hold (every admission clueue or Kueue makes is recorded on one): the
+    admitted count, less the reclaimable pods, times the pod set's requests."""
+    used: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    for obj in snapshot.workloads.values():
+        if obj.admission is None or obj.finished:
+            continue
+        sets = {ps.name: ps for ps in obj.pod_sets}
+        for a in obj.admission.pod_sets:
+            spec = sets.get(a.name)
+            if spec is None:
+                continue
+            count = max(0, (spec.count if a.count < 0 else a.count) - obj.reclaimable.get(a.name, 0))
+            for r, f in a.flavors.items():
+                used[obj.admission.cluster_queue][f, r] += spec.requests.get(r, Fraction(0)) * count
+    return used
+
+
+def _plan_usage(plan: Plan) -> dict[str, dict[tuple[str, str], Fraction]]:
+    """ClusterQueue -> (flavor, resource) -> what the workloads admitted after ``plan`` hold."""
+    used: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    for w in plan.workloads:
+        if w.state == "admitted" and w.cluster_queue:
+            for key, q in entry_usage(w).items():
+                used[w.cluster_queue][key] += q
+    return used
+
+
+def _waiting(snapshot: Snapshot, members: Mapping[str, list[Pod]]) -> list[tuple[PodGroup, list[Pod], str]]:
+    """The groups that may hold capacity before the solve, FCFS (creation, namespace, name):
+    none of their pods placed, not backing off, their gang not admitted; with their pods and queue."""
+    out = []
+    for key, group in snapshot.pod_groups.items():
+        pods = members.get(key, [])
+        queue = group_queue(group, pods)
+        gang = snapshot.workloads.get(workload_key(group.namespace, group.name))
+        if group.backoff_until or (gang is not None and gang.admission is not None):
+            continue
+        if _pod_phase(group, pods, bool(queue), False)[0] == "Pending":
+            out.append((group, pods, queue))
+    return sorted(out, key=lambda w: (w[0].created, w[0].namespace, w[0].name))
+
+
+def _pools_of(snapshot: Snapshot, group: PodGroup, queue: str, quotas: Mapping[str, _Pool],
+              nodes: _Pool | None) -> tuple[list[tuple[str, _Pool]], str]:
+    """The pools a group's need must fit, as (kind, pool), and why it cannot go InQueue at all ("")."""
+    pools: list[tuple[str, _Pool]] = [] if nodes is None else [("nodes", nodes)]
+    if not queue:
+        return pools, ""
+    lq = snapshot.local_queues.get(f"{group.namespace}/{queue}")
+    pool = quotas.get(lq.cluster_queue) if lq else None
+    if pool is None:
+        return pools, f"LocalQueue {group.namespace}/{queue} or its ClusterQueue does not exist"
+    return pools + [(lq.cluster_queue, pool)], ""
+
+
+def _try_hold(snapshot: Snapshot, group: PodGroup, pods: list[Pod], queue: str, quotas: Mapping[str, _Pool],
+              nodes: _Pool | None) -> Hold | str:
+    """The hold of ``group`` if its need fits its pools (taken from them), else why not."""
+    pools, why = _pools_of(snapshot, group, queue, quotas, nodes)
+    need = _need(group, pods)
+    why = why or next((s for s in (p.shortage(need) for _, p in pools) if s), "")
+    if why:
+        return why
+    key = f"{group.namespace}/{group.name}"
+    # a queued group's pods, all there, are its gang's to place; a group without a queue holds
+    # the nodes until the scheduler binds its pods
+    arrived = bool(queue) and sum(1 for p in pods if p.phase not in _TERMINAL and not p.deleting) >= \
+        max(group.min_member, 1)
+    hold = Hold(key, workload_key(group.namespace, group.name), need, arrived=arrived)
+    for kind, pool in pools:
+        taken = pool.take(key, need)
+        hold = replace(hold, nodes=taken) if kind == "nodes" else replace(hold, cluster_queue=kind, quota=taken)
+    return hold
+
+
+def _pods_to_come(snapshot: Snapshot) -> list[tuple[str, dict[str, Fraction], Callable[[str], bool]]]:
+    """The pods admitted Kueue Workloads of a Job will create, by Workload: what they request,
+    and which nodes they may go to (those with their flavors' node labels). Such a Workload
+    is admitted before its pods exist (Kueue's delay of pod creation: the Job is unsuspended
+    once admitted), so the room its admission was placed in is held for them; its pods are
+    known by their controller, the Job the Workload's ``kueue.x-k8s.io/job-uid`` label names,
+    and by their ``kueue.x-k8s.io/podset`` label (without it, a one-pod-set Workload's)."""
+    jobs: dict[str, list[Pod]] = defaultdict(list)
+    for pod in snapshot.pods.values():
+        if pod.controller_uid and pod.phase not in _TERMINAL and not pod.deleting:
+            jobs[pod.controller_uid].append(pod)
+    out = []
+    for key, obj in sorted(snapshot.workloads.items()):
+        job = obj.labels.get(_JOB_UID_LABEL, "")
+        if obj.admission is None or obj.finished or obj.owned_by_pods or not job:
+            continue
+        sets = {ps.name: ps for ps in obj.pod_sets}
+        for a in obj.admission.pod_sets:
+            spec = sets.get(a.name)
+            if spec is None:
+                continue
+            there = sum(1 for p in jobs.get(job, ()) if p.labels.get(_PODSET_LABEL, a.name if len(sets) == 1 else "") == a.name)
+            missing = max(0, (spec.count if a.count < 0 else a.count) - obj.reclaimable.get(a.name, 0) - there)
+            labels = {k: v for f in sorted(set(a.flavors.values())) if f in snapshot.flavors
+                      for k, v in snapshot.flavors[f].node_labels.items()}
+            if missing:
+                out.append((key, {r: q * missing for r, q in spec.requests.items()},
+                            lambda n, labels=labels: all(snapshot.nodes[n].labels.get(k) == v for k, v in labels.items())))
+    return out
+
+
+_NO_HOLDS = Holds()
+_last: list[Any] = [None, _NO_HOLDS]  # the last snapshot asked about, and its holds
+
+
+def holds(snapshot: Snapshot) -> Holds:
+    """What the groups that ``snapshot`` records InQueue hold before the cycle's solve: FCFS,
+    each keeps its hold while its need fits beside the admissions recorded on Workload objects
+    and the pods on the nodes (and the holds before it); the others go back to Pending. The
+    compiler, placement and :func:`podgroup_statuses` all ask about one snapshot: the answer
+    for the last one is kept."""
+    if not snapshot.pod_groups and not (snapshot.nodes and snapshot.workloads):
+        return _NO_HOLDS
+    if _last[0] is snapshot:
+        return _last[1]
+    quotas = _quota_pools(snapshot, _recorded_usage(snapshot))
+    waiting = _waiting(snapshot, group_members(snapshot))
+    nodes = _node_pool(snapshot, {f"{g.namespace}/{g.name}" for g, _, _ in waiting}) if snapshot.nodes else None
+    held: dict[str, Hold] = {}
+    dropped: dict[str, str] = {}
+    jobs: dict[str, tuple[tuple[str, str, Fraction], ...]] = defaultdict(tuple)
+    for k, need, where in _pods_to_come(snapshot) if nodes is not None else ():
+        jobs[k] += nodes.take(f"Workload {k}", need, where)
+    for group, pods, queue in waiting:
+        if group.phase == "InQueue":
+            hold = _try_hold(snapshot, group, pods, queue, quotas, nodes)
+            if isinstance(hold, Hold):
+                held[hold.group] = hold
+            else:
+                dropped[f"{group.namespace}/{group.name}"] = hold
+    out = Holds(held, dropped, dict(jobs))
+    _last[:] = [snapshot, out]
+    return out
 
 
 @dataclass(frozen=True)
@@ -249,16 +471,12 @@ def _pod_phase(group: PodGroup, pods: list[Pod], queued: bool, admitted: bool) -
     return "Pending", ""
 
 
-def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capacity | None = None) -> PodGroupDecisions:
+def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int) -> PodGroupDecisions:
     """Every PodGroup's status after ``plan`` (a cycle over ``snapshot``) at time ``now``
     (seconds since the epoch), and the groups to release or to let out of back-off; see the
-    module docstring. ``capacity``: where InQueue groups must fit (default
-    :class:`SummedCapacity` when the snapshot has Nodes; without Nodes only quota decides)."""
+    module docstring."""
     members = group_members(snapshot)
     entries: dict[str, WorkloadEntry] = {w.name: w for w in plan.workloads}
-    if capacity is None and snapshot.nodes:
-        capacity = SummedCapacity(snapshot, plan)
-    quotas = _quota_pools(snapshot, plan)
     statuses: dict[str, PodGroupStatus] = {}
     releases: list[PodGroupRelease] = []
     over: list[str] = []
@@ -302,39 +520,79 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int, capacity: Capaci
                 waiting.append((group, pods, queue))
         statuses[key] = PodGroupStatus(group.namespace, group.name, phase, running, succeeded, failed,
                                        start if phase not in _WAITING else group.schedule_start, owner, why)
-    reserved = _enqueue(waiting, snapshot, quotas, capacity, statuses)
+    reserved = _enqueue(waiting, snapshot, plan, statuses)
     return PodGroupDecisions(statuses, tuple(releases), tuple(over), reserved, min(due, default=0))
 
 
-def _enqueue(waiting: list[tuple[PodGroup, list[Pod], str]], snapshot: Snapshot, quotas: Mapping[str, _Pool],
-             capacity: Capacity | None, statuses: dict[str, PodGroupStatus]) -> dict[str, Resources]:
-    """delay-pod-creation's enqueue: FCFS by creation, a waiting group goes InQueue when its
-    ``minResources`` fit the idle capacity and its queue's quota, and reserves them."""
+def _enqueue(waiting: list[tuple[PodGroup, list[Pod], str]], snapshot: Snapshot, plan: Plan,
+             statuses: dict[str, PodGroupStatus]) -> dict[str, Resources]:
+    """delay-pod-creation's enqueue, after the cycle: the groups that held capacity before the
+    solve (:func:`holds`) and still wait stay InQueue (the solve kept their room); then, FCFS,
+    a waiting group goes InQueue when its need fits what the plan leaves beside the holds.
+    Returns what each InQueue group holds."""
+    before = holds(snapshot)
+    admitted = frozenset(uid for w in plan.workloads if w.state == "admitted" for _, uid in w.pods)
+    quotas = _quota_pools(snapshot, _plan_usage(plan))
+    nodes = _node_pool(snapshot, {f"{g.namespace}/{g.name}" for g, _, _ in waiting}, admitted) \
+        if snapshot.nodes else None
+    for w in plan.workloads if nodes is not None else ():
+        obj = snapshot.workloads.get(w.name)
+        if w.state == "admitted" and w.origin == "workload" and obj is not None and obj.admission is None:
+            nodes.take(f"Workload {w.name}", {r: q for (_, r), q in entry_usage(w).items()})  # its pods to come
     reserved: dict[str, Resources] = {}
+    for k, taken in before.workloads.items() if nodes is not None else ():
+        amounts: dict[str, Fraction] = defaultdict(Fraction)
+        for _, r, q in taken:
+            amounts[r] += q
+        nodes.take(f"Workload {k}", amounts)
+    fresh = []
     for group, pods, queue in sorted(waiting, key=lambda w: (w[0].created, w[0].namespace, w[0].name)):
         key = f"{group.namespace}/{group.name}"
-        need = _need(group, pods)
-        pools: list[Capacity] = [] if capacity is None else [capacity]
-        why = ""
-        if queue:
-            lq = snapshot.local_queues.get(f"{group.namespace}/{queue}")
-            pool = quotas.get(lq.cluster_queue) if lq else None
-            if pool is None:
-                why = f"LocalQueue {group.namespace}/{queue} or its ClusterQueue does not exist"
-            else:
-                pools.append(pool)
-        why = why or next((s for s in (p.shortage(need) for p in pools) if s), "")
-        old = statuses[key]
-        if why:
-            statuses[key] = PodGroupStatus(**{**old.__dict__, "phase": "Pending", "message": f"minResources do not fit: {why}"})
+        hold = before.held.get(key)
+        if hold is None:
+            fresh.append((group, pods, queue))
             continue
-        for p in pools:
-            p.take(need)
-        reserved[key] = dict(need)
-        shown = ", ".join(f"{r} {format_quantity(q)}" for r, q in sorted(need.items())) or "nothing"
-        statuses[key] = PodGroupStatus(**{**old.__dict__, "phase": "InQueue",
-                                          "message": f"minResources fit and are reserved: {shown}"})
+        for _, pool in _pools_of(snapshot, group, queue, quotas, nodes)[0]:
+            pool.take(key, hold.need)
+        reserved[key] = hold.need
+        statuses[key] = replace(statuses[key], phase="InQueue",
+                                message=f"minResources fit; it holds {hold.describe()} until its pods are admitted")
+    for group, pods, queue in fresh:
+        key = f"{group.namespace}/{group.name}"
+        hold = _try_hold(snapshot, group, pods, queue, quotas, nodes)
+        if isinstance(hold, Hold):
+            reserved[key] = hold.need
+            statuses[key] = replace(statuses[key], phase="InQueue",
+                                    message=f"minResources fit; it holds {hold.describe()} until its pods are admitted")
+        else:
+            why = f"minResources do not fit: {hold}"
+            if key in before.dropped:
+                why = f"back to Pending, {why}"
+            statuses[key] = replace(statuses[key], phase="Pending", message=why)
     return reserved
+
+
+def describe_group(snapshot: Snapshot, plan: Plan, name: str, now: int) -> dict[str, Any] | None:
+    """A PodGroup's decision after ``plan``, as ``clueue explain`` shows it: its phase, why, and
+    what it holds (per flavor and node when it held them before the cycle); ``name`` is
+    ``namespace/name``, the key of its gang's workload, or a name unique among the groups.
+    None if no group answers to it."""
+    keys = [k for k in snapshot.pod_groups if name in (k, workload_key(*k.split("/", 1)))] or \
+        [k for k in snapshot.pod_groups if k.split("/", 1)[1] in (name, name.removeprefix(WORKLOAD_PREFIX))]
+    if len(keys) != 1:
+        return None
+    decisions = podgroup_statuses(snapshot, plan, now)
+    status = decisions.statuses[keys[0]]
+    out: dict[str, Any] = {"podGroup": keys[0], "phase": status.phase, "message": status.message,
+                           "gang": workload_key(status.namespace, status.name)}
+    if keys[0] in decisions.reserved:
+        out["holds"] = {r: format_quantity(q) for r, q in sorted(decisions.reserved[keys[0]].items())}
+    hold = holds(snapshot).held.get(keys[0])
+    if hold is not None and status.phase == "InQueue":
+        out["quota"] = [{"clusterQueue": hold.cluster_queue, "flavor": f, "resource": r, "amount": format_quantity(q)}
+                        for f, r, q in hold.quota]
+        out["nodes"] = [{"node": n, "resource": r, "amount": format_quantity(q)} for n, r, q in hold.nodes]
+    return out
 
 
 def _need(group: PodGroup, pods: list[Pod]) -> dict[str, Fraction]:

@@ -67,7 +67,9 @@ _KINDS = (
                ("clusterQueue", "flavor", "resource", "need", "unusedNominal", "lent", "borrowable", "short"),
                "needs {{need}} {{resource}} in flavor {{flavor}} of ClusterQueue {{clusterQueue}}: "
                "{{unusedNominal}} free in its nominal quota{% if lent != '0' %} (another {{lent}} is lent to other queues){% endif %}, "
-               "{{borrowable}} can be borrowed, so it is {{short}} short"),
+               "{{borrowable}} can be borrowed, so it is {{short}} short"
+               "{% if reserved is defined %}; {{reserved}} {{resource}} are reserved for InQueue PodGroup(s) "
+               "{{reservedFor|join(', ')}}{% endif %}"),
     # Made by the engine
     ReasonKind("WaitsBehind", None, ("workloads", "preempting"),
                "waits behind higher-ranked workloads {% if preempting %}given the quota first (admitted, or "
@@ -79,7 +81,8 @@ _KINDS = (
                "each resource fits on its own, but no combination of flavors fits all pod sets together"),
     ReasonKind("NodesUnfit", None, ("podSet", "pods", "request", "flavor", "fit", "nodes"),
                "needs {{pods}} pods x {{request}} on nodes{% if flavor %} of flavor {{flavor}}{% endif %} "
-               "(pod set {{podSet}}): {{nodes}}, so only {{fit}} of its pods fit"),
+               "(pod set {{podSet}}): {{nodes}}, so only {{fit}} of its pods fit"
+               "{% if reserved is defined %}; InQueue PodGroups hold {{reserved}} of the nodes{% endif %}"),
     ReasonKind("BudgetExhausted", None, ("budgetSeconds",),
                "not considered: the solver's time budget of {{budgetSeconds}}s ran out first"),
     ReasonKind("GroupIncomplete", None, ("group", "pods", "total"),

@@ -1,10 +1,13 @@
 """Coscheduling PodGroups against a real API server: InQueue before pods exist, the gang
 admitted together once its pods are created (gated, as the webhook creates them), the phase
-written to the PodGroup's status, and a timed-out group released.
+written to the PodGroup's status, and a timed-out group released; and, with the controller
+running as a process of its own, what an InQueue group holds is not given to a workload created
+after it, while the group's own pods are admitted into it.
 
-Runs on the shared control plane: its cycles read only this test's namespace (Nodes left out,
-so that other tests' Nodes do not decide InQueue: quota alone does), so they write nothing of
-other tests' but the status of their queues.
+The apply tests run on the shared control plane: their cycles read only the test's namespace
+(Nodes left out, so that other tests' Nodes do not decide InQueue: quota alone does), so they
+write nothing of other tests' but the status of their queues. The controller test has a control
+plane of its own (controller_harness.py), without Nodes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.kinds import served_kinds
 from clueue.engine import load_policy
 from clueue.engine.podgroups import POD_GROUP_LABEL
-from tests.e2e.test_adapter import create, gated_pod, queue_setup
+from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
+    api, cluster, controller_log, start_controller, stop_controller, wait_until,
+)
+from tests.e2e.test_adapter import create, gated_pod, queue_setup, workload_object
 from tests.e2e.test_queue_status import _ensure_namespace
 from tests.testenv.control_plane import ControlPlane
 
@@ -47,10 +53,55 @@ def _get(api: client.ApiClient, ns: str, name: str) -> dict:
     return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
 
 
-def _member(ns: str, name: str, group: str) -> dict:
-    body = gated_pod(ns, name, cpu="1")
+def _member(ns: str, name: str, group: str, cpu: str = "1") -> dict:
+    body = gated_pod(ns, name, cpu=cpu)
     body["metadata"]["labels"][POD_GROUP_LABEL] = group
     return body
+
+
+def _phase(api: client.ApiClient, ns: str, name: str) -> str:
+    return (_get(api, ns, name).get("status") or {}).get("phase", "")
+
+
+def _gated(api: client.ApiClient, ns: str, name: str) -> bool:
+    return bool(client.CoreV1Api(api).read_namespaced_pod(name, ns).spec.scheduling_gates)
+
+
+def _waits_for(api: client.ApiClient, ns: str, workload: str) -> str:
+    """The message of a Workload's QuotaReserved=False condition ("" while it has none)."""
+    try:
+        obj = workload_object(api, ns, workload)
+    except client.ApiException:
+        return ""
+    return next((c.get("message") or "-" for c in (obj.get("status") or {}).get("conditions", [])
+                 if c["type"] == "QuotaReserved" and c["status"] == "False"), "")
+
+
+def test_the_controller_keeps_what_an_in_queue_group_holds_for_its_pods(cluster, api) -> None:
+    """delay-pod-creation end to end: the group goes InQueue with no pod; a pod created after
+    that would fit the quota but for the group's hold, and waits; the group's pods, created
+    once it is InQueue (as an operator would), are admitted into what it held."""
+    t = uuid.uuid4().hex[:6]
+    ns = queue_setup(api, t, nominal=4)
+    _podgroup(api, ns, "mpi", minMember=3, minResources={"cpu": "3"})
+    proc = start_controller(cluster, "--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4")
+    try:
+        wait_until(lambda: _phase(api, ns, "mpi") == "InQueue", 60, "the PodGroup InQueue", proc=proc)
+        create(api, gated_pod(ns, "other", cpu="2"))  # 4 - 3 held < 2
+        why = wait_until(lambda: _waits_for(api, ns, "pod-other"), 60, "the competing pod decided", proc=proc)
+        assert "reserved for InQueue PodGroup(s) " + f"{ns}/mpi" in why, why
+        assert _gated(api, ns, "other") and _phase(api, ns, "mpi") == "InQueue"
+
+        for i in range(3):  # the operator creates the group's pods now
+            create(api, _member(ns, f"mpi-{i}", "mpi"))
+        wait_until(lambda: not any(_gated(api, ns, f"mpi-{i}") for i in range(3)), 60,
+                   "the group's pods ungated", proc=proc)
+        wait_until(lambda: _phase(api, ns, "mpi") == "Scheduling", 30, "the PodGroup Scheduling", proc=proc)
+        assert _gated(api, ns, "other")  # 4 - 3 admitted < 2: it still waits
+        assert workload_object(api, ns, "podgroup-mpi")["status"]["admission"]["clusterQueue"] == f"cq-{t}"
+    finally:
+        code = stop_controller(proc)
+    assert code == 0, controller_log(proc)[-3000:]
 
 
 def test_podgroup_goes_in_queue_then_its_gang_is_admitted_and_its_phase_written(kube: ControlPlane) -> None:

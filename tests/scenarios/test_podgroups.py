@@ -195,5 +195,5 @@ def test_in_queue_is_first_come_first_served_and_reserves_the_capacity():
         podgroup("b", 1, minute=2, min_resources={"cpu": 3}, queue="main")
     _, decisions = cycle(QUEUE, second, first)
     assert (phase(decisions, "a"), phase(decisions, "b")) == ("InQueue", "Pending")
-    assert "3 reserved for InQueue groups" in decisions.statuses["default/b"].message
+    assert "3 reserved for InQueue group default/a" in decisions.statuses["default/b"].message
     assert dict(decisions.reserved) == {"default/a": {"cpu": 3}}
