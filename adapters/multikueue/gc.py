@@ -9,16 +9,12 @@ could not (the worker was out of reach, or the manager's controller was not runn
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Mapping
 
-from .api import ORIGIN_UID_ANNOTATION, key_of
-from .clusters import WorkerRegistry
-from .workloads import Copies
+from .api import ORIGIN_UID_ANNOTATION
+from .workloads import Copies, WorkloadController
 
 __all__ = ["collect_garbage", "orphans"]
-
-log = logging.getLogger("clueue.multikueue")
 
 
 def orphans(workloads: Mapping[str, dict[str, Any]], copies: Copies) -> list[tuple[str, dict[str, Any]]]:
@@ -37,20 +33,7 @@ def orphans(workloads: Mapping[str, dict[str, Any]], copies: Copies) -> list[tup
     return found
 
 
-def collect_garbage(workloads: Mapping[str, dict[str, Any]], copies: Copies, registry: WorkerRegistry) -> int:
-    """Delete the orphaned copies (that uid only); how many were deleted."""
-    deleted = 0
-    active = registry.active()
-    for worker, copy in orphans(workloads, copies):
-        objects = active.get(worker)
-        if objects is None:
-            continue
-        meta = copy["metadata"]
-        try:
-            if objects.delete("workloads", meta["namespace"], meta["name"], uid=meta.get("uid", "")):
-                deleted += 1
-                log.info("garbage collector: deleted the copy of %s in worker %s (no such Workload in the manager)",
-                         key_of(copy), worker)
-        except Exception as e:  # noqa: BLE001 - the next run tries again
-            log.info("garbage collector: deleting %s in worker %s failed: %s", key_of(copy), worker, e)
-    return deleted
+def collect_garbage(workloads: Mapping[str, dict[str, Any]], copies: Copies, controller: WorkloadController) -> int:
+    """Delete the orphaned copies (that uid only) and their pods; how many were deleted."""
+    return sum(controller.delete_copy(worker, copy, None, "garbage collector: no such Workload in the manager")
+               for worker, copy in orphans(workloads, copies))

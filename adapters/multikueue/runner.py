@@ -105,5 +105,5 @@ class MultiKueue:
             workloads.sync(manager_workloads, copies, checks.clusters_of)
             if self.settings.gc_interval > 0 and time.monotonic() >= self._next_gc:
                 self._next_gc = time.monotonic() + self.settings.gc_interval
-                collect_garbage(manager_workloads, copies, self.registry)
+                collect_garbage(manager_workloads, copies, workloads)
         self.passes += 1

@@ -24,7 +24,8 @@ origin, and brings each such Workload one step further (:meth:`WorkloadControlle
    Rejected there, deactivated, finished unadmitted) or deletes a copy it was given is not tried
    again for this Workload; once every nominated worker did, the check becomes Retry.
 4. **Check Ready**: copies outside ``clusterName`` are duplicates (a worker that came back) and
-   are deleted. The winner's ``PodsReady`` condition is copied to the manager, and its
+   are deleted. A Workload of plain pods gets its pods created in the winner now, after
+   every other copy is gone (pods.py), and their status copied back. The winner's ``PodsReady`` condition is copied to the manager, and its
    ``Finished`` too, which finishes the Workload in the manager. If the winner's copy is gone
    or evicted there, or the winner has not answered for ``workerLostTimeout``, the check
    becomes Retry.
@@ -46,6 +47,7 @@ from kubernetes.client.exceptions import ApiException
 from .api import (ALL_AT_ONCE, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, EventRecorder, KueueObjects, condition, is_true,
                   key_of, now, with_condition)
 from .clusters import WorkerRegistry
+from .pods import PodMirror, is_made_of_pods
 from .settings import MultiKueueSettings
 
 __all__ = ["WorkloadController", "Copies", "rejection", "remote_copy"]
@@ -101,6 +103,7 @@ class WorkloadController:
         self.metrics = metrics
         self.known: set[str] = set()  # MultiKueue Workloads of the last pass (their copies follow a deletion)
         self.tried: dict[str, _Tried] = {}  # by manager Workload uid, while pending
+        self.pods = PodMirror(manager.api, settings.origin)
 
     # -- a pass --------------------------------------------------------------------------------
     def list_copies(self) -> Copies:
@@ -133,7 +136,7 @@ class WorkloadController:
         for worker, held in copies.items():  # deleted in the manager since the last pass
             for key, copy in list(held.items()):
                 if key in self.known and key not in workloads:
-                    self._delete(worker, copy, None, "its Workload was deleted in the manager")
+                    self.delete_copy(worker, copy, None, "its Workload was deleted in the manager")
         self.known = ours
         live = {str((w.get("metadata") or {}).get("uid")) for k, w in workloads.items() if k in ours}
         self.tried = {uid: t for uid, t in self.tried.items() if uid in live}
@@ -149,7 +152,7 @@ class WorkloadController:
             if copy is None:
                 continue
             if ((copy.get("metadata") or {}).get("annotations") or {}).get(ORIGIN_UID_ANNOTATION) != uid:
-                self._delete(worker, copy, None, "a copy of an earlier Workload of that name")
+                self.delete_copy(worker, copy, None, "a copy of an earlier Workload of that name")
             else:
                 mine[worker] = copy
         status = workload.get("status") or {}
@@ -158,7 +161,7 @@ class WorkloadController:
         if done:
             self.tried.pop(uid, None)
             for worker, copy in mine.items():
-                self._delete(worker, copy, workload, f"the workload is {_what_ended(workload, state)}")
+                self.delete_copy(worker, copy, workload, f"the workload is {_what_ended(workload, state)}")
             if state == "Retry" and status.get("clusterName"):
                 self._set_check(workload, check, "Retry", str(check.get("message", "")), cluster=None)
             return
@@ -185,9 +188,9 @@ class WorkloadController:
             why = rejection(copy)
             if why:
                 tried.refused[worker] = why
-                self._delete(worker, copy, workload, f"worker {worker} rejected the workload: {why}")
+                self.delete_copy(worker, copy, workload, f"worker {worker} rejected the workload: {why}")
             elif worker not in nominated:
-                self._delete(worker, copy, workload, f"worker {worker} is no longer nominated")
+                self.delete_copy(worker, copy, workload, f"worker {worker} is no longer nominated")
         for worker in tried.created - set(mine) - set(tried.refused):
             if worker in copies:  # it answers and the copy we made is gone: the worker deleted it
                 tried.refused[worker] = "it deleted the copy"
@@ -204,7 +207,7 @@ class WorkloadController:
     def _win(self, workload: dict[str, Any], check: dict[str, Any], winner: str,
              mine: dict[str, dict[str, Any]]) -> None:
         for worker, copy in mine.items():
-            if worker != winner and not self._delete(worker, copy, workload, f"admitted on {winner} first"):
+            if worker != winner and not self.delete_copy(worker, copy, workload, f"admitted on {winner} first"):
                 return  # not deleted everywhere yet: no winner before every other copy is gone
         message = f'The workload was admitted on "{winner}"'
         if self._set_check(workload, check, "Ready", message, cluster=winner):
@@ -242,7 +245,7 @@ class WorkloadController:
         winner = str((workload.get("status") or {}).get("clusterName") or "")
         for worker, copy in mine.items():
             if worker != winner:
-                self._delete(worker, copy, workload, f"a duplicate: the workload runs on {winner}")
+                self.delete_copy(worker, copy, workload, f"a duplicate: the workload runs on {winner}")
         if winner not in copies:  # out of reach (or never named): lost after workerLostTimeout
             lost = self.registry.out_of_reach_for(winner, time.time()) if winner else float("inf")
             if lost >= self.settings.worker_lost_timeout:
@@ -255,6 +258,12 @@ class WorkloadController:
         if copy is None:
             self._set_check(workload, check, "Retry", "Admitting remote no longer exists", cluster=None)
             return
+        objects = self.registry.active().get(winner)
+        if objects is not None and is_made_of_pods(workload) and (is_true(copy, "Admitted") or
+                                                                   is_true(copy, "Finished")):
+            created = self.pods.sync(objects.api, workload)  # only now: every other copy is gone
+            if created:
+                self.events.record(workload, "Normal", _REASON, f"created the workload's pods in worker {winner}")
         finished = condition(copy, "Finished")
         if finished is not None and finished.get("status") == "True":
             self._copy_back(workload, copy, ("Finished", *_COPIED_BACK))
@@ -269,13 +278,16 @@ class WorkloadController:
         self._copy_back(workload, copy, _COPIED_BACK)
 
     # -- writes ----------------------------------------------------------------------------------
-    def _delete(self, worker: str, copy: dict[str, Any], workload: dict[str, Any] | None, why: str) -> bool:
-        """Delete a copy (that uid only); True once it is gone."""
+    def delete_copy(self, worker: str, copy: dict[str, Any], workload: dict[str, Any] | None, why: str) -> bool:
+        """Delete a copy (that uid only), and its pods first; True once it is gone. ``workload``
+        (None: none in the manager) gets an Event saying ``why``."""
         objects = self.registry.active().get(worker)
         if objects is None:
             return False
         meta = copy["metadata"]
         try:
+            if workload is None or is_made_of_pods(workload):  # its pods first: none outlives its copy
+                self.pods.delete(objects.api, meta["namespace"], meta["name"])
             objects.delete("workloads", meta["namespace"], meta["name"], uid=meta.get("uid", ""))
         except Exception as e:  # noqa: BLE001 - tried again next pass
             log.info("deleting the copy of %s in worker %s failed: %s", key_of(copy), worker, e)

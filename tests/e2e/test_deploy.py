@@ -328,6 +328,7 @@ NEEDED: list[Access] = [
     ("get", "", "secrets", NAMESPACE, "a-worker-kubeconfig"),  # MultiKueue: named by MultiKueueClusters
     *_everywhere("get list", "kueue.x-k8s.io", "multikueueclusters multikueueconfigs"),
     *_everywhere("get update", "kueue.x-k8s.io", "multikueueclusters/status admissionchecks/status"),
+    *_everywhere("update", "", "pods/status"),
 ]
 
 def _table(text: str) -> list[Access]:
@@ -352,8 +353,8 @@ DENIED: list[Access] = _table(f"""
     create       namespaces                                     -                -
     create       pods                                           team-a           -
     patch        pods                                           team-a           -
+    patch        pods/status                                    team-a           -
     create       pods/exec                                      team-a           -
-    update       pods/status                                    team-a           -
     update       nodes                                          -                -
     create       configmaps                                     {NAMESPACE}    -
     update       clusterqueues.kueue.x-k8s.io                   -                -

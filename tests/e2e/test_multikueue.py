@@ -402,6 +402,63 @@ def test_status_changes_frequently_then_finished_with_an_error(clusters: Cluster
     wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the copy removed")
 
 
+def _pod(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "namespace": namespace,
+        "labels": {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/managed": "true",
+                   "kueue.x-k8s.io/pod-group-name": "group"},
+        "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"}},
+        "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}], "restartPolicy": "Never",
+                 "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def test_a_pod_group_runs_in_the_winner_only(clusters: Clusters) -> None:
+    """The Workload of a pod group is dispatched as a copy; its pods are created in the winner
+    only once the other copy is gone, and their status comes back to the manager's pods."""
+    ns = namespace_in(clusters)
+    core = client.CoreV1Api(clusters.api)
+    owners = []
+    for name in ("group-0", "group-1"):
+        pod = core.create_namespaced_pod(ns, _pod(ns, name))
+        owners.append({"apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod.metadata.uid})
+    client.CustomObjectsApi(clusters.api).create_namespaced_custom_object(G, V, ns, "workloads", {
+        "apiVersion": f"{G}/{V}", "kind": "Workload",
+        "metadata": {"name": "group", "namespace": ns, "ownerReferences": owners},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 2, "template": {"spec": _pod(ns, "x")[
+            "spec"]}}]}})
+    reserve(clusters, ns, "group")
+    wait_until(lambda: copy_in(clusters, "worker1", ns, "group") and copy_in(clusters, "worker2", ns, "group"), WAIT,
+               "copies in both workers")
+
+    def pods_in(worker: str) -> list[Any]:
+        with clusters.worker_api(worker) as api:
+            return list(client.CoreV1Api(api).list_namespaced_pod(ns).items)
+
+    assert not pods_in("worker1") and not pods_in("worker2"), "no pod anywhere before a worker admits"
+    admit_copy(clusters, "worker2", ns, name="group")
+    assert wait_ready_on(clusters, ns, "group") == "worker2"
+    remote = wait_until(lambda: len(pods_in("worker2")) == 2 and pods_in("worker2"), WAIT, "the pods in worker2")
+    assert copy_in(clusters, "worker1", ns, "group") is None and not pods_in("worker1")
+    for pod in remote:
+        assert pod.metadata.labels["kueue.x-k8s.io/prebuilt-workload-name"] == "group"
+        assert pod.metadata.labels["kueue.x-k8s.io/multikueue-origin"] == "multikueue"
+        assert [g.name for g in pod.spec.scheduling_gates] == ["kueue.x-k8s.io/admission"]
+    # Acting as the worker: the pods run, then succeed, and the copy finishes.
+    with clusters.worker_api("worker2") as api:
+        worker_core = client.CoreV1Api(api)
+        for pod in remote:
+            pod.status.phase = "Succeeded"
+            worker_core.replace_namespaced_pod_status(pod.metadata.name, ns, pod)
+    wait_until(lambda: all(core.read_namespaced_pod(n, ns).status.phase == "Succeeded" for n in ("group-0", "group-1")),
+               WAIT, "the pods' phase copied to the manager's pods")
+    assert core.read_namespaced_pod("group-0", ns).spec.scheduling_gates, "the manager's pods stay gated"
+    set_copy_status(clusters, "worker2", ns, ("Finished", "True", "Succeeded"), name="group")
+    wait_until(lambda: cond(get(clusters.api, "workloads", "group", ns), "Finished").get("status") == "True", WAIT,
+               "the manager Workload Finished")
+    wait_until(lambda: not pods_in("worker2") and copy_in(clusters, "worker2", ns, "group") is None, WAIT,
+               "the copy and its pods removed from worker2")
+
+
 def test_garbage_collector_removes_an_orphan(clusters: Clusters) -> None:
     ns = namespace_in(clusters)
     with clusters.worker_api("worker1") as api:

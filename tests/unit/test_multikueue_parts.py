@@ -6,7 +6,7 @@ import doctest
 
 import pytest
 
-from clueue.adapters.multikueue import api, checks, clusters, gc, settings, workloads
+from clueue.adapters.multikueue import api, checks, clusters, gc, pods, settings, workloads
 from clueue.adapters.multikueue.checks import check_condition
 from clueue.adapters.multikueue.clusters import kubeconfig_source
 from clueue.adapters.multikueue.gc import orphans
@@ -15,7 +15,7 @@ from clueue.adapters.multikueue.workloads import rejection, remote_copy
 from clueue.engine import SnapshotError
 
 
-@pytest.mark.parametrize("module", [api, checks, clusters, gc, settings, workloads])
+@pytest.mark.parametrize("module", [api, checks, clusters, gc, pods, settings, workloads])
 def test_doctests(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
