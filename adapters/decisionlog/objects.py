@@ -43,8 +43,10 @@ def decode(data: bytes) -> Any:
 
 def _identity(doc: Document) -> tuple[str, str] | None:
     """(source, resourceVersion) of an object read from the API; None when it has no version."""
-    meta = doc.body.get("metadata") if isinstance(doc.body, Mapping) else None
-    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    try:
+        version = doc.body["metadata"]["resourceVersion"]
+    except (KeyError, TypeError, AttributeError):  # not an object with metadata: hashed each time
+        return None
     return (doc.source, str(version)) if version else None
 
 

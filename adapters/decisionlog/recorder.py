@@ -64,6 +64,7 @@ class Recorder:
         self.hasher = ObjectHasher()
         self.tracker = StateTracker(log.latest_states())
         self._policy_digest = policy.digest()
+        self._policy_files = policy_files(policy)
 
     @classmethod
     def open(cls, path: str, *, origin: str, policy: Policy, config: Config, json_lines: str | None = None,
@@ -121,7 +122,7 @@ class Recorder:
         if documents is not None:
             record["snapshotNotices"] = list(snapshot_notices)
         del record["workloads"]
-        blobs = [("policy", record["policyDigest"], policy_files(self.policy)),
+        blobs = [("policy", record["policyDigest"], self._policy_files),
                  ("config", self.config_digest, self.config_doc)]
         try:
             cycle, added, removed = self.log.write_cycle(record, states, time=started, hashes=hashes,

@@ -4,7 +4,10 @@ A record (``apiVersion: clueue.dev/v1, kind: DecisionCycle``, docs/decision-log.
 cycle's id, time, origin, digests, summary, solver statistics, phases, actions, notices and
 rejected objects, and ``workloads``: only those whose state or reasons differ from what the log
 last recorded for them (a workload no longer in the plan once, as ``state: deleted``). A week of
-a busy cluster thus records each wait once per change, not once per cycle.
+a busy cluster thus records each wait once per change, not once per cycle. A reason whose
+amounts or named workloads change (the quota short, the workloads admitted ahead of it this
+cycle) but not its code and the objects it is about is the same phase of the wait: a state
+records them as of the phase's first cycle (a replay of any cycle gives its exact reasons).
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import Any, Iterable, Mapping
 
 from clueue.engine import Plan, WorkloadEntry
 
-__all__ = ["RECORD_API_VERSION", "RECORD_KIND", "DELETED", "StateTracker", "workload_state", "cycle_record",
-           "iso_time"]
+__all__ = ["RECORD_API_VERSION", "RECORD_KIND", "DELETED", "IDENTITY_DETAILS", "StateTracker", "signature",
+           "workload_state", "cycle_record", "iso_time"]
 
 RECORD_API_VERSION = "clueue.dev/v1"
 RECORD_KIND = "DecisionCycle"
@@ -37,43 +40,74 @@ def workload_state(entry: WorkloadEntry) -> dict[str, Any]:
     return out
 
 
-def _fields(entry: WorkloadEntry) -> tuple[Any, ...]:
-    # What workload_state reads: compared as is, which costs far less than building the dict.
-    return entry.state, entry.queue, entry.cluster_queue, entry.priority, entry.origin, entry.admission, entry.reasons
+#: Details that name what a reason is about; the others (amounts, the workloads it waits
+#: behind, the victims) may change every cycle of a busy cluster without the wait changing.
+IDENTITY_DETAILS = frozenset({"clusterQueue", "flavor", "resource", "podSet", "resourceGroup", "group", "namespace",
+                              "localQueue", "head", "kind", "name", "field", "object"})
+#: Codes that say the same about the workload: admitted by this cycle, or kept from before.
+_SAME_CODE = {"AlreadyAdmitted": "Admitted"}
+#: Reasons about this cycle's competition beside another reason: which higher-ranked workloads
+#: this cycle admitted into the quota it lacks. Each cycle of a busy queue admits others, or
+#: none, while the workload's wait (its InsufficientQuota) stays the same.
+_BESIDE = frozenset({"WaitsBehind"})
+
+
+def _reason_signature(code: str, details: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (_SAME_CODE.get(code, code),
+            tuple((k, v) for k, v in sorted(details.items()) if k in IDENTITY_DETAILS and isinstance(v, str)))
+
+
+def _reasons_signature(reasons: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[Any, ...]:
+    held = list(reasons)
+    main = [(code, details) for code, details in held if code not in _BESIDE] or held
+    return tuple(_reason_signature(code, details) for code, details in main)
+
+
+def signature(state: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes a recorded state a new one: the state, queue, ClusterQueue, priority,
+    admission, and each reason's code and the objects it names (:data:`IDENTITY_DETAILS`);
+    ``WaitsBehind`` only when no other reason holds."""
+    return (state["state"], state.get("queue"), state.get("clusterQueue"), state.get("priority"),
+            tuple((a["name"], a["count"], tuple(sorted(a["flavors"].items()))) for a in state.get("admission", ())),
+            _reasons_signature((r["code"], r.get("details") or {}) for r in state.get("reasons", ())))
+
+
+def _entry_signature(entry: WorkloadEntry, known: dict[tuple[str, ...], tuple[Any, ...]]) -> tuple[Any, ...]:
+    # signature() of workload_state(entry), without building the state (most entries do not
+    # change). Thousands of waiting workloads share their reasons word for word: the reasons'
+    # signature is worked out once per distinct list of messages (``known``).
+    messages = tuple(r.message for r in entry.reasons)
+    reasons = known.get(messages)
+    if reasons is None:
+        reasons = known[messages] = _reasons_signature((r.code, r.details) for r in entry.reasons)
+    return (entry.state, entry.queue, entry.cluster_queue, entry.priority,
+            tuple((a.name, a.count, tuple(sorted(a.flavors.items()))) for a in entry.admission), reasons)
 
 
 class StateTracker:
-    """The last recorded state of each workload, to record only what changed."""
+    """The last recorded state of each workload, to record only what changed (by
+    :func:`signature`: a reason whose amounts or named workloads change keeps its phase)."""
 
     def __init__(self, last: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        # name -> (fields of the entry it was made from, or None when read back from the log; state)
-        self._last: dict[str, tuple[tuple[Any, ...] | None, Mapping[str, Any]]] = {
-            name: (None, state) for name, state in (last or {}).items() if state.get("state") != DELETED}
+        self._last: dict[str, tuple[Any, ...]] = {
+            name: signature(state) for name, state in (last or {}).items() if state.get("state") != DELETED}
 
-    def changes(self, entries: Iterable[WorkloadEntry]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def changes(self, entries: Iterable[WorkloadEntry]) -> tuple[list[dict[str, Any]], dict[str, tuple[Any, ...]]]:
         """The states to record for this cycle's ``entries``, and the tracker's next memory
         (pass it to :meth:`commit` once they are stored)."""
         out: list[dict[str, Any]] = []
-        nxt: dict[str, Any] = {}
+        nxt: dict[str, tuple[Any, ...]] = {}
+        last = self._last
+        known: dict[tuple[str, ...], tuple[Any, ...]] = {}
         for entry in entries:
-            fields = _fields(entry)
-            held = self._last.get(entry.name)
-            if held is not None and held[0] is not None and held[0] == fields:
-                nxt[entry.name] = held
-                continue
-            state = workload_state(entry)
-            if held is None or held[1] != state:
-                out.append(state)
-            nxt[entry.name] = (fields, state)
-        out += [{"name": name, "state": DELETED} for name in sorted(self._last.keys() - nxt.keys())]
+            sig = nxt[entry.name] = _entry_signature(entry, known)
+            if last.get(entry.name) != sig:
+                out.append(workload_state(entry))
+        out += [{"name": name, "state": DELETED} for name in sorted(last.keys() - nxt.keys())]
         return out, nxt
 
-    def commit(self, memory: dict[str, Any]) -> None:
+    def commit(self, memory: dict[str, tuple[Any, ...]]) -> None:
         self._last = memory
-
-
-def _summary(plan: Plan) -> dict[str, int]:
-    return plan.summary()
 
 
 def cycle_record(*, cycle_id: int, time: float, origin: str, plan: Plan | None, snapshot_digest: str,
@@ -92,7 +126,7 @@ def cycle_record(*, cycle_id: int, time: float, origin: str, plan: Plan | None, 
     if objects is not None:
         record["objects"] = dict(objects)
     if plan is not None:
-        record["summary"] = _summary(plan)
+        record["summary"] = plan.summary()
         record["solver"] = plan.solver.to_dict()
         record["actions"] = [a.to_dict() for a in plan.actions]
         record["notices"] = list(plan.notices)
