@@ -82,10 +82,15 @@ def _stdout() -> Console:
               help="--live: run the controller under cProfile; statistics go to FILE.pods and FILE.workloads.")
 @click.option("--controller-arg", "controller_args", multiple=True, metavar="ARG",
               help="--live: one more argument for `clueue controller` (repeatable), e.g. --controller-arg=--log-format=json.")
+@click.option("--decision-log", is_flag=True, help="Measure recording instead: bytes and milliseconds per cycle of the "
+              "decision log over --cycles cycles of a changing cluster of the --scenario's shape (use --scale 0.1).")
+@click.option("--cycles", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="--decision-log: cycles to record.")
 def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, replay: bool, replay_latency: str,
           replay_interval: int, replay_runs: int, time_budget: float, write_dir: str | None, fmt: str,
           policies: tuple[str, ...], in_process: bool, live: bool, kubeconfig: str | None, live_parts: str, pods: int,
-          clients: int, live_timeout: float, profile_controller: str | None, controller_args: tuple[str, ...]) -> None:
+          clients: int, live_timeout: float, profile_controller: str | None, controller_args: tuple[str, ...],
+          decision_log: bool, cycles: int) -> None:
     """Benchmark decision cycles against Kueue's performance shapes and a greedy reference.
 
     Reads no cluster: it generates its scenarios. Writes only to standard output:
@@ -94,6 +99,15 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
     targets are met (the report says which are), 1 if a scenario failed to run.
     """
     names = list(SCENARIO_NAMES) if "all" in scenarios else list(dict.fromkeys(scenarios))
+    if decision_log:
+        if len(names) != 1:
+            raise click.UsageError("--decision-log runs one --scenario")
+        from clueue.bench.decisionlog import decision_log_benchmark, render_log_bench
+        err = Console(stderr=True)
+        result = decision_log_benchmark(cycles=cycles, scenario=names[0], scale=scale, seed=seed,
+                                        time_budget=time_budget, progress=lambda m: err.print(f"[dim]{m}[/]"))
+        click.echo(json.dumps(result.to_dict(), indent=2) if fmt == "json" else render_log_bench(result))
+        return
     if live:
         if len(names) != 1:
             raise click.UsageError("--live runs one --scenario")

@@ -31,7 +31,7 @@ from clueue.engine.cycle import Session
 
 from .scenarios import generate
 
-__all__ = ["LogBenchResult", "decision_log_benchmark"]
+__all__ = ["LogBenchResult", "decision_log_benchmark", "render_log_bench"]
 
 Progress = Callable[[str], None]
 
@@ -141,3 +141,13 @@ def decision_log_benchmark(*, cycles: int = 1000, scenario: str = "baseline", sc
         objects_stored=stored, record_ms_mean=round(statistics.fmean(record_ms), 2),
         record_ms_p95=round(record_ms[int(0.95 * (len(record_ms) - 1))], 2), record_ms_max=round(record_ms[-1], 2),
         decide_ms_mean=round(statistics.fmean(decide_ms), 2), bytes_total=size, bytes_per_cycle=round(size / cycles, 1))
+
+
+def render_log_bench(r: LogBenchResult) -> str:
+    """The result for people, one figure a line."""
+    return "\n".join([
+        f"decision log, {r.cycles} cycles of a changing {r.scenario} ({r.objects:g} objects a cycle on average)",
+        f"  recording: {r.record_ms_mean:g} ms a cycle on average, p95 {r.record_ms_p95:g} ms, max {r.record_ms_max:g} ms "
+        f"(deciding: {r.decide_ms_mean:g} ms a cycle)",
+        f"  size: {r.bytes_total / 2**20:.1f} MiB in all, {r.bytes_per_cycle / 1024:.1f} KiB a cycle; "
+        f"{r.states} workload states and {r.objects_stored} distinct objects recorded"])
