@@ -49,6 +49,7 @@ class CycleTargets:
     peak_rss_mb: float | None = None
     above_greedy: bool = False  # admitted resources strictly above greedy's
     max_gap: float | None = None  # at most this far below the upper bound
+    placement: bool = False  # gangs admitted at least greedy placement's, GPUs stranded fewer (or none)
 
 
 TARGETS: Mapping[str, CycleTargets] = {
@@ -57,7 +58,7 @@ TARGETS: Mapping[str, CycleTargets] = {
     "flavors": CycleTargets(above_greedy=True, max_gap=0.02),
     "gangs": CycleTargets(above_greedy=True, max_gap=0.02),
     "fragmentation": CycleTargets(above_greedy=True, max_gap=0.02),
-    "placement": CycleTargets(wall_seconds=2.0),
+    "placement": CycleTargets(wall_seconds=2.0, placement=True),
 }
 
 
@@ -247,4 +248,13 @@ def evaluate_targets(name: str, r: Mapping[str, Any]) -> list[dict[str, Any]]:
         g = r["gap"]["clueue"].get(PRIMARY, 0.0)
         out.append({"name": f"gap to upper bound ({PRIMARY})", "target": f"<= {t.max_gap:.0%}",
                     "value": f"{g:.2%}", "met": g <= t.max_gap})
+    if t.placement and "placement" in r:
+        ours, theirs = r["placement"]["clueue"], r["placement"]["greedy"]
+        out.append({"name": "gangs admitted, at least greedy placement's", "target": f">= {theirs['gangsAdmitted']}",
+                    "value": str(ours["gangsAdmitted"]), "met": ours["gangsAdmitted"] >= theirs["gangsAdmitted"]})
+        # fewer than greedy, or none at all when greedy strands none either (nothing is lower)
+        out.append({"name": "GPUs stranded, fewer than greedy placement's (or none)",
+                    "target": f"< {theirs['gpusStranded']}" if theirs["gpusStranded"] else "0",
+                    "value": str(ours["gpusStranded"]),
+                    "met": ours["gpusStranded"] < theirs["gpusStranded"] or ours["gpusStranded"] == 0})
     return out

@@ -137,6 +137,18 @@ def render(results: Sequence[Mapping[str, Any]], console: Console) -> None:
     if ok:
         console.print(timing)
         console.print(quality)
+    placed = [r for r in ok if "placement" in r["cycle"]]
+    if placed:
+        table = Table(title="Placement on nodes: clueue against greedy per-pod first fit (kube-scheduler with coscheduling)")
+        for col in ("scenario", "gangs", "greedy gangs", "pods", "greedy pods", "GPUs stranded", "greedy stranded",
+                    "of which held by waiting pods"):
+            table.add_column(col, justify="left" if col == "scenario" else "right")
+        for r in placed:
+            ours, theirs = r["cycle"]["placement"]["clueue"], r["cycle"]["placement"]["greedy"]
+            table.add_row(r["scenario"], str(ours["gangsAdmitted"]), str(theirs["gangsAdmitted"]),
+                          str(ours["podsPlaced"]), str(theirs["podsPlaced"]), str(ours["gpusStranded"]),
+                          str(theirs["gpusStranded"]), str(theirs["gpusHeldByWaitingPods"]))
+        console.print(table)
 
     targets = Table(title="Targets")
     for col in ("scenario", "what", "target", "measured", ""):

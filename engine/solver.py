@@ -520,42 +520,42 @@ class _NodeRoom:
     use before wholly free ones, as placement.lp's objective prefers."""
 
     def __init__(self, ctl: clingo.Control, values: _Values) -> None:
-        self.count = {values[c]: values[n] for c, n in _arguments(ctl, "node_class", 2)}
-        self.free = {(values[c], values[r]): values[f] for c, r, f in _arguments(ctl, "class_free", 3)}
-        binding = {(values[c], values[r]) for c, r in _arguments(ctl, "binding", 2)} or set(self.free)
+        def facts(name: str, arity: int) -> list[tuple[Any, ...]]:
+            # decoded whole through the memo: a controller's cycles meet the same facts again
+            return [values[a.symbol].args for a in ctl.symbolic_atoms.by_signature(name, arity)]
+
+        self.count = dict(facts("node_class", 2))
+        self.free = {(c, r): f for c, r, f in facts("class_free", 3)}
+        binding = set(facts("binding", 2)) or set(self.free)
         self.steps: dict[tuple[int, str], tuple[int, ...]] = {cr: (1,) for cr in binding}
-        for c, r, a in _arguments(ctl, "step", 3):
-            cr = (values[c], values[r])
-            if cr in binding:
-                self.steps[cr] += (values[a],)
+        for c, r, a in facts("step", 3):
+            if (c, r) in binding:
+                self.steps[c, r] += (a,)
         self.request: dict[tuple[str, str], dict[str, int]] = {}
-        for w, ps, r, a in _arguments(ctl, "node_request", 4):
-            self.request.setdefault((values[w], values[ps]), {})[values[r]] = values[a]
-        idle = {values[c] for c, in _arguments(ctl, "class_idle", 1)}
-        queue = {values[w]: values[q] for w, q in _arguments(ctl, "workload_cq", 2)}
+        for w, ps, r, a in facts("node_request", 4):
+            self.request.setdefault((w, ps), {})[r] = a
+        idle = {c for c, in facts("class_idle", 1)}
+        queue = dict(facts("workload_cq", 2))
         order: dict[tuple[str, str], int] = {}
-        for q, _, f, pos in _arguments(ctl, "cq_flavor", 4):
-            key = (values[q], values[f])
-            order[key] = min(order.get(key, values[pos]), values[pos])
+        for q, _, f, pos in facts("cq_flavor", 4):
+            order[q, f] = min(order.get((q, f), pos), pos)
         self.per_node: dict[tuple[str, str], dict[int, int]] = {}
         by_flavor: dict[tuple[str, str], dict[str, list[int]]] = {}
-        self._symbols: dict[tuple[str, str], tuple[clingo.Symbol, clingo.Symbol]] = {}
-        for w, ps, f, c, n in _arguments(ctl, "fits", 5):
-            wps, c = (values[w], values[ps]), values[c]
-            self._symbols[wps] = (w, ps)
-            self.per_node.setdefault(wps, {})[c] = values[n]
-            by_flavor.setdefault(wps, {}).setdefault(values[f], []).append(c)
-        # pod set -> its flavors in order, each with its classes, best fit first
+        for w, ps, f, c, n in facts("fits", 5):
+            self.per_node.setdefault((w, ps), {})[c] = n
+            by_flavor.setdefault((w, ps), {}).setdefault(f, []).append(c)
+        # pod set -> its flavors in order, each with its classes: fewest pods per node first
+        # (best fit), then nodes in use, then the least free
         self.options: dict[tuple[str, str], list[list[int]]] = {}
         for wps, flavors in by_flavor.items():
-            fit = self.per_node[wps]
+            fit, asks = self.per_node[wps], self.request.get(wps, {})
             self.options[wps] = [
-                sorted(cs, key=lambda c: (fit[c], c in idle, sorted(self.free.get((c, r), 0) for r in self.request.get(wps, {})), c))
+                sorted(cs, key=lambda c: (fit[c], c in idle, [self.free.get((c, r), 0) for r in sorted(asks)], c))
                 for f, cs in sorted(flavors.items(), key=lambda i: (order.get((queue.get(wps[0]), i[0]), 1 << 30), i[0]))]
         self.pod_sets: dict[str, list[tuple[str, int]]] = {}
-        for w, ps, n in _arguments(ctl, "pod_set", 3):
-            if values[n] > 0:
-                self.pod_sets.setdefault(values[w], []).append((values[ps], values[n]))
+        for w, ps, n in facts("pod_set", 3):
+            if n > 0:
+                self.pod_sets.setdefault(w, []).append((ps, n))
         self.used: dict[tuple[int, str, int], int] = {}  # (class, resource, step) -> placed
         self.big: dict[tuple[int, str], int] = {}  # (class, resource) -> pods taking over half a node
 
@@ -625,7 +625,7 @@ class _NodeRoom:
 
     def place_symbol(self, w: str, ps: str, c: int, k: int) -> clingo.Symbol:
         """The atom ``place(w,ps,c,k)``."""
-        return clingo.Function("place", [*self._symbols[w, ps], clingo.Number(c), clingo.Number(k)])
+        return clingo.Function("place", [clingo.String(w), clingo.String(ps), clingo.Number(c), clingo.Number(k)])
 
 
 def _later_stay_out(ctl: clingo.Control, admit_atom: Mapping[str, int]) -> None:

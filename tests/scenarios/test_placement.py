@@ -160,3 +160,29 @@ def test_the_admit_action_records_each_pods_node():
     [admit] = [a for a in plan.actions if a.kind == "admit"]
     assert admit.details["nodes"] == {"main": ["n1", "n1"]}
     assert "nodes" not in [a for a in run(_queue(), pod("p")).actions if a.kind == "admit"][0].details
+
+
+def test_the_solver_knows_what_packing_node_by_node_holds():
+    # Two nodes with 7 GPUs free each (one class). After two 4-GPU pods each node has 3 left: one
+    # 2-GPU pod each, though 6 GPUs are free in all. The class bounds (placement.lp, step/3) say
+    # so in the solve itself: no placement the solver makes fails node by node.
+    from clueue.engine.compiler import compile_facts
+    from clueue.engine.facts import render_facts
+    from clueue.engine.placement import assign_nodes, node_classes
+    from clueue.engine.snapshot import Document, build_snapshot
+    from clueue.engine.solver import decide
+    from clueue.engine.workloads import build_workloads
+    from tests.builders import flatten, load_policy
+
+    objs = [_queue(), node("n1", gpu="8"), node("n2", gpu="8"), bound("x1", "n1", gpu="1"), bound("x2", "n2", gpu="1"),
+            group("quad", 2, gpu="4"), group("pair", 3, gpu="2", minute=1), group("ones", 2, gpu="1", minute=2)]
+    plan = run(*objs)
+    assert states(plan)["default/quad"] == "admitted" and states(plan)["default/ones"] == "admitted"
+    assert states(plan)["default/pair"] == "pending" and "NodesUnfit" in codes(plan, "default/pair")
+    snap = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(objs))])
+    built = build_workloads(snap).workloads
+    nodes = node_classes(snap, built)
+    decision = decide(render_facts(compile_facts(snap, built, nodes=nodes).lines), load_policy(), budget=10)
+    rank = {w: i for i, w in enumerate(decision.ranked)}
+    placed = assign_nodes(nodes, decision.placements, {w.key: w for w in built}, rank)
+    assert set(decision.choices) == {"default/quad", "default/ones"} and placed.failed == ()
