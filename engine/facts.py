@@ -160,14 +160,16 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "Count schedulable nodes form node class C: alike in free resources, the labels flavors and pod sets ask "
        "about, taints, and whether any pod runs on them.", 'node_class(0,12).'),
     _p("class_free(C,R,Amount)", "int str int",
-       "Each node of class C has Amount of resource R free (allocatable less the requests of the pods on it), "
-       "in the node unit of R (node_unit/2).", 'class_free(0,"nvidia.com/gpu",8).'),
+       "Each node of class C has Amount of resource R free (allocatable less what the pods on it take), "
+       "in the node unit of R (node_unit/2). Besides requested resources, R may be one that placement alone counts "
+       "(engine/nodematch.py): \"pods\" (the node's pods limit), \"hostport/<protocol>/<port>\", \"anti-affinity/<n>\".", 'class_free(0,"nvidia.com/gpu",8).'),
     _p("class_idle(C)", "int", "No pod runs on the nodes of class C: they are wholly free.", 'class_idle(0).'),
     _p("node_unit(R,Unit)", "str str",
        "Node amounts of R (class_free/3, node_request/4) are integers in Unit (a Kubernetes quantity).",
        'node_unit("memory","1Gi").'),
     _p("node_request(W,PS,R,Amount)", "str str str int",
-       "Each pod of pending pod set PS requests Amount of R, in the node unit of R (rounded up).",
+       "Each pod of pending pod set PS takes Amount of R, in the node unit of R (rounded up): what it requests, "
+       "and 1 of each placement-only resource (class_free/3) it takes.",
        'node_request("research/train","workers","nvidia.com/gpu",8).'),
     _p("fits(W,PS,F,C,PerNode)", "str str str int int",
        "With flavor F, PerNode pods of pending pod set PS fit on one node of class C (its labels, taints, "
