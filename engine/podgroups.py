@@ -39,9 +39,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping
 
-from .objects import Pod, PodGroup
+from .objects import KueueWorkload, Pod, PodGroup, PodSetAdmission, PodSetSpec
 from .plan import Plan, WorkloadEntry
 from .quantity import format_quantity
 from .queues import entry_usage
@@ -245,17 +245,22 @@ def _recorded_usage(snapshot: Snapshot) -> dict[str, dict[tuple[str, str], Fract
     admitted count, less the reclaimable pods, times the pod set's requests."""
     used: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
     for obj in snapshot.workloads.values():
-        if obj.admission is None or obj.finished:
-            continue
-        sets = {ps.name: ps for ps in obj.pod_sets}
-        for a in obj.admission.pod_sets:
-            spec = sets.get(a.name)
-            if spec is None:
-                continue
-            count = max(0, (spec.count if a.count < 0 else a.count) - obj.reclaimable.get(a.name, 0))
+        for a, spec, count in _held_pod_sets(obj):
             for r, f in a.flavors.items():
                 used[obj.admission.cluster_queue][f, r] += spec.requests.get(r, Fraction(0)) * count
     return used
+
+
+def _held_pod_sets(obj: KueueWorkload) -> Iterator[tuple[PodSetAdmission, PodSetSpec, int]]:
+    """(assignment, pod set, pods holding quota) of each pod set an unfinished Workload object's
+    admission names: the admitted count less the reclaimable pods."""
+    if obj.admission is None or obj.finished:
+        return
+    sets = {ps.name: ps for ps in obj.pod_sets}
+    for a in obj.admission.pod_sets:
+        spec = sets.get(a.name)
+        if spec is not None:
+            yield a, spec, max(0, (spec.count if a.count < 0 else a.count) - obj.reclaimable.get(a.name, 0))
 
 
 def _plan_usage(plan: Plan) -> dict[str, dict[tuple[str, str], Fraction]]:
@@ -330,18 +335,14 @@ def _pods_to_come(snapshot: Snapshot) -> list[tuple[str, dict[str, Fraction], Ca
     out = []
     for key, obj in sorted(snapshot.workloads.items()):
         job = obj.labels.get(_JOB_UID_LABEL, "")
-        if obj.admission is None or obj.finished or obj.owned_by_pods or not job:
+        if obj.owned_by_pods or not job:
             continue
-        sets = {ps.name: ps for ps in obj.pod_sets}
-        for a in obj.admission.pod_sets:
-            spec = sets.get(a.name)
-            if spec is None:
-                continue
-            there = sum(1 for p in jobs.get(job, ()) if p.labels.get(_PODSET_LABEL, a.name if len(sets) == 1 else "") == a.name)
-            missing = max(0, (spec.count if a.count < 0 else a.count) - obj.reclaimable.get(a.name, 0) - there)
+        for a, spec, count in _held_pod_sets(obj):
+            alone = a.name if len(obj.pod_sets) == 1 else ""  # pods without the label: of the one pod set
+            missing = count - sum(1 for p in jobs.get(job, ()) if p.labels.get(_PODSET_LABEL, alone) == a.name)
             labels = {k: v for f in sorted(set(a.flavors.values())) if f in snapshot.flavors
                       for k, v in snapshot.flavors[f].node_labels.items()}
-            if missing:
+            if missing > 0:
                 out.append((key, {r: q * missing for r, q in spec.requests.items()},
                             lambda n, labels=labels: all(snapshot.nodes[n].labels.get(k) == v for k, v in labels.items())))
     return out
