@@ -447,13 +447,31 @@ def test_the_deployment_args_are_the_controller_cli(manifests: list[dict[str, An
 
 
 def test_the_configmap_holds_the_default_configuration(manifests: list[dict[str, Any]], tmp_path: Path) -> None:
-    """The Configuration shipped in deploy/ is clueue's default one, spelled out."""
+    """The Configuration shipped in deploy/ is clueue's default one, spelled out, with a decision
+    log on the Deployment's PersistentVolumeClaim, bounded below the claim's size."""
+    from dataclasses import replace
+
+    from clueue.adapters.decisionlog.units import parse_size
     from clueue.adapters.files import load_config
     from clueue.engine import Config
 
     (configmap,) = by_kind(manifests, "ConfigMap")
     (tmp_path / "config.yaml").write_text(configmap["data"]["config.yaml"])
-    assert load_config(str(tmp_path / "config.yaml")) == Config()
+    config = load_config(str(tmp_path / "config.yaml"))
+    assert replace(config, decision_log=None) == Config()
+    log = config.decision_log
+    assert log is not None and log.max_bytes is not None and log.max_age_seconds == 7 * 86400
+    template = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]
+    (mount,) = [m for m in template["containers"][0]["volumeMounts"] if log.path.startswith(m["mountPath"] + "/")]
+    assert not mount.get("readOnly")
+    (volume,) = [v for v in template["volumes"] if v["name"] == mount["name"]]
+    (claim,) = [c for c in by_kind(manifests, "PersistentVolumeClaim")
+                if c["metadata"]["name"] == volume["persistentVolumeClaim"]["claimName"]]
+    assert log.max_bytes < parse_size(claim["spec"]["resources"]["requests"]["storage"])
+    # A ReadWriteOnce volume attaches to one node: the replicas must share it.
+    if "ReadWriteMany" not in claim["spec"]["accessModes"]:
+        (term,) = template["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
 
 
 def _registered(api: client.ApiClient, url: str) -> bool:
