@@ -207,6 +207,16 @@ def wait_ready_on(clusters: Clusters, namespace: str, name: str = "job") -> str:
     return wait_until(ready, WAIT, f"the MultiKueue check of {namespace}/{name} to be Ready")
 
 
+def running_on(clusters: Clusters, worker: str) -> str:
+    """A new namespace with a Workload submitted there and admitted by ``worker`` (the check Ready)."""
+    ns = namespace_in(clusters)
+    submit(clusters, ns)
+    wait_until(lambda: copy_in(clusters, worker, ns), WAIT, f"the copy in {worker}")
+    admit_copy(clusters, worker, ns)
+    assert wait_ready_on(clusters, ns) == worker
+    return ns
+
+
 def delete_workload(clusters: Clusters, namespace: str, name: str = "job") -> None:
     client.CustomObjectsApi(clusters.api).delete_namespaced_custom_object(G, V, namespace, "workloads", name)
 
@@ -363,11 +373,7 @@ def test_worker_without_the_namespace(clusters: Clusters) -> None:
 
 
 def test_worker_deletes_the_copy(clusters: Clusters) -> None:
-    ns = namespace_in(clusters)
-    submit(clusters, ns)
-    wait_until(lambda: copy_in(clusters, "worker1", ns), WAIT, "the copy in worker1")
-    admit_copy(clusters, "worker1", ns)
-    assert wait_ready_on(clusters, ns) == "worker1"
+    ns = running_on(clusters, "worker1")
     with clusters.worker_api("worker1") as api:
         client.CustomObjectsApi(api).delete_namespaced_custom_object(G, V, ns, "workloads", "job")
     state = wait_until(lambda: check_of(clusters, ns) if check_of(clusters, ns).get("state") == "Retry" else None,
@@ -383,11 +389,7 @@ def test_worker_deletes_the_copy(clusters: Clusters) -> None:
 
 
 def test_status_changes_frequently_then_finished_with_an_error(clusters: Clusters) -> None:
-    ns = namespace_in(clusters)
-    submit(clusters, ns)
-    wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "the copy in worker2")
-    admit_copy(clusters, "worker2", ns)
-    assert wait_ready_on(clusters, ns) == "worker2"
+    ns = running_on(clusters, "worker2")
     for status in ("True", "False", "True", "False", "True"):  # faster than a pass: the last one is shown
         set_copy_status(clusters, "worker2", ns, ("PodsReady", status, "PodsReady" if status == "True" else "Waiting"))
     wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "PodsReady").get("status") == "True", WAIT,
@@ -481,11 +483,7 @@ def test_unresponsive_worker_lost_then_back_with_a_duplicate(clusters: Clusters)
     """worker1 runs the workload and stops answering: inactive with an Event, the workload goes
     back to pending after workerLostTimeout and runs on worker2; worker1 comes back on a new
     address (its kubeconfig Secret changes: reconnected) and its stale copy is removed."""
-    ns = namespace_in(clusters)
-    submit(clusters, ns)
-    wait_until(lambda: copy_in(clusters, "worker1", ns), WAIT, "the copy in worker1")
-    admit_copy(clusters, "worker1", ns)
-    assert wait_ready_on(clusters, ns) == "worker1"
+    ns = running_on(clusters, "worker1")
     worker1 = clusters.workers["worker1"]
     worker1.stop_apiserver()
     try:
