@@ -148,3 +148,26 @@ def test_the_nodes_an_admitted_jobs_pods_will_take_are_held_until_they_exist():
     # a Workload holds nothing for pods it does not wait for: 1 pod admitted, 1 running
     plan, _ = cycle(ROOMY, node("n1", 4), job_workload(1), job_pod(0), pod("other", cpu=2, minute=5))
     assert states(plan)["default/pod-other"] == "admitted"
+
+
+# -- through the quota tree, and in the facts -------------------------------------------------
+
+def test_quota_a_group_holds_is_not_lent_to_its_cohort():
+    tree = [flavor("default"), cluster_queue("a", {"default": {"cpu": 4}}, cohort="co"),
+            cluster_queue("b", {"default": {"cpu": 4}}, cohort="co"), local_queue("a"), local_queue("b", "team-b")]
+    # b needs 6: 4 of its own and 2 borrowed; a lends only the 1 its group does not hold
+    plan, _ = cycle(tree, held_group(), pod("big", cpu=6, queue="team-b", minute=5))
+    assert states(plan) == {"default/pod-big": "pending"}
+    [why] = [r for r in plan.workload("default/pod-big").reasons if r.code == "InsufficientQuota"]
+    assert why.details["reservedFor"] == ["default/g"]
+    plan, _ = cycle(tree, held_group(cpu=1), pod("big", cpu=6, queue="team-b", minute=5))
+    assert states(plan) == {"default/pod-big": "admitted"}  # a lends 3, b borrows 2
+
+
+def test_the_holds_are_facts_of_the_quota_tree():
+    from clueue.engine import Document, build_snapshot, compile_snapshot
+    from tests.builders import flatten
+    objs = flatten([QUEUE, held_group()])
+    compiled, _ = compile_snapshot(build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(objs)]))
+    assert compiled.lines["reservation"] == ['reservation("default/g","cq","default","cpu",3).']
+    assert compiled.lines["reservation_gang"] == ['reservation_gang("default/g","default/podgroup-g").']
