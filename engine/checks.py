@@ -42,25 +42,28 @@ def admission_flavors(admission: Admission) -> set[str]:
     return {f for a in admission.pod_sets for f in a.flavors.values()}
 
 
-def inactive_checks(cq: ClusterQueue, checks: Mapping[str, AdmissionCheck]) -> tuple[tuple[str, str], ...]:
-    """Why ``cq`` is inactive because of its admission checks, as (check, why) pairs: a check
-    that does not exist or is not Active; and, as Kueue refuses them, more than one MultiKueue
-    check, or a MultiKueue check limited to some flavors."""
+def inactive_checks(cq: ClusterQueue, checks: Mapping[str, AdmissionCheck]) -> tuple[tuple[str, str, str], ...]:
+    """Why ``cq`` is inactive because of its admission checks, as (check, Kueue's reason on the
+    ClusterQueue's Active condition, why in words): a check that does not exist or is not Active;
+    and, as Kueue refuses them, more than one MultiKueue check, or a MultiKueue check limited to
+    some flavors."""
     out = []
     multikueue = []
     for rule in cq.admission_checks:
         check = checks.get(rule.name)
         if check is None:
-            out.append((rule.name, "does not exist"))
+            out.append((rule.name, "AdmissionCheckNotFound", "does not exist"))
             continue
         if not check.active:
-            out.append((rule.name, "is not Active"))
+            out.append((rule.name, "AdmissionCheckInactive", "is not Active"))
         if check.controller == MULTIKUEUE_CONTROLLER:
             multikueue.append(rule.name)
             if rule.on_flavors:
-                out.append((rule.name, "is a MultiKueue check, which cannot be limited to some flavors (onFlavors)"))
+                out.append((rule.name, "MultiKueueAdmissionCheckAppliedPerFlavor",
+                            "is a MultiKueue check, which cannot be limited to some flavors (onFlavors)"))
     if len(multikueue) > 1:
-        out += [(name, "is one of several MultiKueue checks; a ClusterQueue may have one") for name in multikueue]
+        out += [(name, "MultipleMultiKueueAdmissionChecks", "is one of several MultiKueue checks; a ClusterQueue "
+                 "may have one") for name in multikueue]
     return tuple(sorted(set(out)))
 
 

@@ -286,7 +286,7 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
     queue_facts = _PerTree(kept, "cq_facts", units, _cluster_queue_facts, capped=True)
     for cq in snapshot.cluster_queues.values():
         out.extend(queue_facts(units.node_tree[Node("cq", cq.name)])(cq))
-        for check, why in inactive_checks(cq, snapshot.admission_checks):
+        for check, _, why in inactive_checks(cq, snapshot.admission_checks):
             out.add("cq_check_inactive", cq.name, check, why)
     # A namespace matters to a ClusterQueue only through a LocalQueue of that namespace pointing
     # to it, so only those pairs are checked (not every ClusterQueue against every namespace).

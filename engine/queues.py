@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Iterable, Mapping
 
+from .checks import inactive_checks
 from .objects import ClusterQueue
 from .plan import Plan, PodSetAssignment, WorkloadEntry
 from .quantity import format_quantity, parse_quantity
@@ -76,7 +77,7 @@ class QueueStatus:
 
     active: Condition
     pending: int = 0  # waiting in the queue (Kueue: active and inadmissible ones)
-    reserving: int = 0  # holding quota; clueue admits without admission checks, so = admitted
+    reserving: int = 0  # holding quota: admitted, or with quota reserved while admission checks are not Ready
     admitted: int = 0
     flavors_reservation: tuple[FlavorUsage, ...] = ()  # per flavor and resource: held quota
     flavors_usage: tuple[FlavorUsage, ...] = ()  # the same, of admitted workloads
@@ -210,13 +211,16 @@ def _flavors(cq: ClusterQueue | None, held: Mapping[tuple[str, str], Fraction], 
 
 def _cluster_queue_active(cq: ClusterQueue, snapshot: Snapshot) -> Condition:
     """Kueue's ``Active`` condition: False with the first of its reasons that applies (Stopped,
-    FlavorNotFound), the message naming all of them; else True, Ready."""
+    FlavorNotFound, an admission check's: AdmissionCheckNotFound, AdmissionCheckInactive, ...),
+    the message naming all of them; else True, Ready."""
     problems: list[tuple[str, str]] = []
     if cq.stopped:
         problems.append(("Stopped", f"its stopPolicy is {cq.stop_policy}"))
     missing = sorted({fq.flavor for g in cq.resource_groups for fq in g.flavors} - set(snapshot.flavors))
     if missing:
         problems.append(("FlavorNotFound", f"the ResourceFlavor(s) {', '.join(missing)} it names do not exist"))
+    problems += [(reason, f"its admission check {check} {why}")
+                 for check, reason, why in inactive_checks(cq, snapshot.admission_checks)]
     if not problems:
         return Condition("Active", "True", "Ready", "Can admit new workloads")
     return Condition("Active", "False", problems[0][0],
@@ -241,31 +245,46 @@ def queue_statuses(snapshot: Snapshot, plan: Plan) -> QueueStatuses:
     positions = pending_positions(plan, snapshot)
     pending_cq: dict[str, int] = defaultdict(int)
     pending_lq: dict[str, int] = defaultdict(int)
+    # (reserving, admitted) counts and (reserved, used) quota: a workload whose admission checks
+    # are not all Ready reserves quota without being admitted (docs/admission-checks.md)
+    reserving_cq: dict[str, int] = defaultdict(int)
+    reserving_lq: dict[str, int] = defaultdict(int)
     admitted_cq: dict[str, int] = defaultdict(int)
     admitted_lq: dict[str, int] = defaultdict(int)
     held_cq: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
     held_lq: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    used_cq: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    used_lq: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
     for w in plan.workloads:
         lq = _local_queue_key(w)
         if w.name in positions:
             pending_cq[w.cluster_queue or ""] += 1
             pending_lq[lq] += 1
         elif w.state == "admitted" and w.cluster_queue:
-            admitted_cq[w.cluster_queue] += 1
-            admitted_lq[lq] += 1
+            admitted = w.phase == "Admitted"
+            reserving_cq[w.cluster_queue] += 1
+            reserving_lq[lq] += 1
+            admitted_cq[w.cluster_queue] += admitted
+            admitted_lq[lq] += admitted
             for key, q in entry_usage(w).items():
                 held_cq[w.cluster_queue][key] += q
                 held_lq[lq][key] += q
+                if admitted:
+                    used_cq[w.cluster_queue][key] += q
+                    used_lq[lq][key] += q
     cqs: dict[str, ClusterQueueStatus] = {}
     for name, cq in sorted(snapshot.cluster_queues.items()):
-        usage = _flavors(cq, held_cq.get(name, {}), borrowed=True)
-        cqs[name] = ClusterQueueStatus(_cluster_queue_active(cq, snapshot), pending_cq[name], admitted_cq[name],
-                                       admitted_cq[name], usage, usage, name=name)
+        reserved = _flavors(cq, held_cq.get(name, {}), borrowed=True)
+        usage = _flavors(cq, used_cq.get(name, {}), borrowed=True)
+        cqs[name] = ClusterQueueStatus(_cluster_queue_active(cq, snapshot), pending_cq[name], reserving_cq[name],
+                                       admitted_cq[name], reserved, usage, name=name)
     lqs: dict[str, LocalQueueStatus] = {}
     for key, lq in sorted(snapshot.local_queues.items()):
-        usage = _flavors(snapshot.cluster_queues.get(lq.cluster_queue), held_lq.get(key, {}), borrowed=False)
+        cq_of = snapshot.cluster_queues.get(lq.cluster_queue)
+        reserved = _flavors(cq_of, held_lq.get(key, {}), borrowed=False)
+        usage = _flavors(cq_of, used_lq.get(key, {}), borrowed=False)
         active = _local_queue_active(lq.stop_policy if lq.stopped else None, cqs.get(lq.cluster_queue),
                                      lq.cluster_queue)
-        lqs[key] = LocalQueueStatus(active, pending_lq[key], admitted_lq[key], admitted_lq[key], usage, usage,
+        lqs[key] = LocalQueueStatus(active, pending_lq[key], reserving_lq[key], admitted_lq[key], reserved, usage,
                                     namespace=lq.namespace, name=lq.name, cluster_queue=lq.cluster_queue)
     return QueueStatuses(cqs, lqs, positions)

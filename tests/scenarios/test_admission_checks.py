@@ -9,10 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from clueue.adapters.cli import main
 from clueue.engine import Document, build_snapshot
 from clueue.engine.errors import SnapshotError
-from tests.builders import KUEUE, cluster_queue, codes, flavor, local_queue, pod, run, states, ts, workload
+from clueue.engine.queues import queue_statuses
+from tests.builders import KUEUE, cluster_queue, codes, flatten, flavor, local_queue, pod, run, states, ts, workload
 
 PROV = "example.com/provisioning"
 
@@ -241,3 +245,29 @@ def test_an_unknown_check_state_is_an_error_naming_the_field():
     w = reserved("w", {"prov": "Maybe"})
     with pytest.raises(SnapshotError, match=r"status.admissionChecks\[0\].state"):
         _load(w)
+
+
+def test_queue_status_counts_reserving_apart_from_admitted():
+    objs = [BASE, checked_queue("prov"), check("prov"), reserved("waiting", {"prov": "Pending"}, cpu="2"),
+            reserved("running", {"prov": "Ready"}, admitted=True)]
+    cq = queue_statuses(_load(*flatten(objs)), run(*objs)).cluster_queues["cq"].to_dict()
+    assert (cq["reservingWorkloads"], cq["admittedWorkloads"]) == (2, 1)
+    assert cq["flavorsReservation"][0]["resources"][0]["total"] == "3"
+    assert cq["flavorsUsage"][0]["resources"][0]["total"] == "1"
+
+
+def test_an_inactive_check_makes_the_queue_status_inactive():
+    objs = [flavor("f"), checked_queue("prov"), check("prov", active=False)]
+    active = queue_statuses(_load(*objs), run(*objs)).cluster_queues["cq"].active
+    assert (active.status, active.reason) == ("False", "AdmissionCheckInactive")
+    assert "admission check prov is not Active" in active.message
+
+
+def test_the_text_plan_and_explain_say_the_quota_is_reserved(tmp_path):
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all([*BASE, checked_queue("prov"), check("prov"),
+                                        reserved("w", {"prov": "Pending"}, messages={"prov": "2 nodes coming"})]))
+    plan = CliRunner().invoke(main, ["plan", str(path)])
+    assert plan.exit_code == 0 and "RESERVED     default/w" in plan.output
+    explain = CliRunner().invoke(main, ["explain", str(path), "default/w"])
+    assert "waiting for admission checks: prov (Pending: 2 nodes coming)" in explain.output
