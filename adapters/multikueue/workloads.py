@@ -189,8 +189,9 @@ class WorkloadController:
             if why:
                 tried.refused[worker] = why
                 self.delete_copy(worker, copy, workload, f"worker {worker} rejected the workload: {why}")
-            elif worker not in nominated:
-                self.delete_copy(worker, copy, workload, f"worker {worker} is no longer nominated")
+            elif worker not in nominated and self.delete_copy(worker, copy, workload,
+                                                              f"worker {worker} is no longer nominated"):
+                tried.created.discard(worker)  # gone by our hand: nominated again, it gets a new copy
         for worker in tried.created - set(mine) - set(tried.refused):
             if worker in copies:  # it answers and the copy we made is gone: the worker deleted it
                 tried.refused[worker] = "it deleted the copy"

@@ -346,6 +346,35 @@ def test_admitted_at_the_same_time_by_two(clusters: Clusters) -> None:
     wait_until(lambda: copy_in(clusters, admitted[0][1], ns) is None, WAIT, "the copy deleted with its Workload")
 
 
+def nominate(clusters: Clusters, namespace: str, *workers: str, name: str = "job") -> None:
+    """Act as a dispatcher: write ``status.nominatedClusterNames``."""
+    custom = client.CustomObjectsApi(clusters.api)
+    wl = get(clusters.api, "workloads", name, namespace)
+    assert wl is not None
+    wl.setdefault("status", {})["nominatedClusterNames"] = list(workers)
+    custom.replace_namespaced_custom_object_status(G, V, namespace, "workloads", name, wl)
+
+
+def test_copies_follow_the_nominated_clusters(clusters: Clusters) -> None:
+    """Copies exist in the nominated workers only, as the dispatcher changes its mind."""
+    ns = namespace_in(clusters)
+    client.CustomObjectsApi(clusters.api).create_namespaced_custom_object(G, V, ns, "workloads", {
+        "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+    nominate(clusters, ns, "worker1")
+    reserve(clusters, ns, "job")
+    for chosen, other in (("worker1", "worker2"), ("worker2", "worker1"), ("worker1", "worker2")):
+        nominate(clusters, ns, chosen)
+        wait_until(lambda: copy_in(clusters, chosen, ns) is not None and copy_in(clusters, other, ns) is None, WAIT,
+                   f"a copy in {chosen} only")
+    admit_copy(clusters, "worker1", ns)
+    assert wait_ready_on(clusters, ns) == "worker1"
+    wl = get(clusters.api, "workloads", "job", ns) or {}
+    assert "nominatedClusterNames" not in wl["status"], "cleared once clusterName is set"
+    delete_workload(clusters, ns)
+
+
 def test_rejected_by_one(clusters: Clusters) -> None:
     ns = namespace_in(clusters)
     submit(clusters, ns)
