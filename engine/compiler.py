@@ -24,11 +24,12 @@ from .checks import inactive_checks
 from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
 from .memo import Memo
-from .objects import ClusterQueue, LabelSelector, ResourceGroup
+from .objects import ClusterQueue, LabelSelector, PodSetSpec, ResourceGroup
 from .placement import NodeClasses, class_fits, node_classes
 from .podgroups import holds
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
+from .topology import domain, domain_costs, split_labels
 from .workloads import Workload
 
 __all__ = ["Compiled", "Units", "compile_facts", "resource_units"]
@@ -363,6 +364,37 @@ def _node_facts(out: _Facts, snapshot: Snapshot, nodes: NodeClasses, live: Seque
             for f, fits in seen[shape].items():
                 for c, n in fits.items():
                     out.add("fits", w.key, ps.name, f, c, n)
+            if ps.topology is not None:
+                _topology_request_facts(out, snapshot, w, ps)
+    _topology_facts(out, snapshot, nodes, live)
+
+
+def _topology_request_facts(out: _Facts, snapshot: Snapshot, w: Workload, ps: PodSetSpec) -> None:
+    """A pending pod set's topology annotation, and for a preferred one its cost of a domain at
+    each level counted, in every Topology that has its level (topology.py)."""
+    assert ps.topology is not None
+    out.add("pod_set_topology", w.key, ps.name, ps.topology.mode, ps.topology.level)
+    if ps.topology.mode == "preferred":
+        for t in snapshot.topologies.values():
+            for level, cost in domain_costs(t, ps).items():
+                out.add("domain_cost", w.key, ps.name, t.name, level, cost)
+
+
+def _topology_facts(out: _Facts, snapshot: Snapshot, nodes: NodeClasses, live: Sequence[Workload]) -> None:
+    """The Topologies and the flavors naming them, and the domain of each node class at each
+    level pending pod sets ask for (and the levels above it)."""
+    for f in snapshot.flavors.values():
+        if f.topology_name:
+            out.add("flavor_topology", f.name, f.topology_name)
+    asked = split_labels(snapshot, (ps for w in live if w.admission is None for ps in w.pod_sets))
+    for t in snapshot.topologies.values():
+        for i, level in enumerate(t.levels):
+            out.add("topology_level", t.name, level, i)
+            if level in asked:
+                for c in nodes.classes:
+                    d = domain(t, level, c.labels)
+                    if d is not None:
+                        out.add("class_domain", t.name, level, c.id, d)
 
 
 class _PerTree:

@@ -25,13 +25,15 @@ from .facts import render_facts
 from .memo import Memo
 from .objects import CheckState
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
-from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, first_fit, free_shapes, node_classes, packing_shortage, shortage)
+from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, eligible_shapes, first_fit,
+                        free_shapes, node_classes, packing_shortage, per_node, shortage)
 from .podgroups import holds
 from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
 from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
 from .solver import Decision, Explanation, SolveStats, decide, explain
+from .topology import topology_assignment, topology_unfit, unusable
 from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
 
 __all__ = ["run_cycle", "Session", "compile_snapshot"]
@@ -370,10 +372,18 @@ def _state(reasons: tuple[Reason, ...]) -> str:
     return "inadmissible" if any(r.code in INADMISSIBLE_CODES for r in reasons) else "pending"
 
 
-def _admission(w: Workload, chosen: Mapping[tuple[str, str], str]) -> tuple[PodSetAssignment, ...]:
-    """The pod sets of ``w`` with the flavors chosen for them: (pod set, resource) -> flavor."""
-    return tuple(PodSetAssignment(ps.name, ps.count, {r: f for (p, r), f in sorted(chosen.items()) if p == ps.name})
-                 for ps in w.pod_sets)
+def _admission(w: Workload, chosen: Mapping[tuple[str, str], str], snapshot: Snapshot | None = None,
+               pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> tuple[PodSetAssignment, ...]:
+    """The pod sets of ``w`` with the flavors chosen for them: (pod set, resource) -> flavor; with
+    the ``snapshot`` and the node of each pod (``pinned``: placement), the topology assignment of
+    each pod set in a flavor with a Topology (topology.py)."""
+    out = []
+    for ps in w.pod_sets:
+        flavors = {r: f for (p, r), f in sorted(chosen.items()) if p == ps.name}
+        topology = topology_assignment(snapshot, flavors, pinned.get((w.key, ps.name), ())) \
+            if snapshot is not None and pinned else None
+        out.append(PodSetAssignment(ps.name, ps.count, flavors, topology))
+    return tuple(out)
 
 
 def _held_admission(w: Workload) -> tuple[PodSetAssignment, ...]:
@@ -441,7 +451,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                     "clusterQueue": w.admission.cluster_queue, "admissionChecks": [c.name for c in w.checks]}))
             actions += _ungate_actions(snapshot, w, _held_admission(w), pinned)
         elif w.key in decision.assignments and w.key not in decision.preempting:
-            admission = _admission(w, decision.assignments[w.key])
+            admission = _admission(w, decision.assignments[w.key], snapshot, pinned)
             details = {"clusterQueue": decision.cluster_queues.get(w.key), "podSets": [a.to_dict() for a in admission]}
             nodes = {ps.name: list(pinned[w.key, ps.name]) for ps in w.pod_sets if (w.key, ps.name) in (pinned or {})}
             if nodes:  # placement on nodes (docs/placement.md): pod set -> a node per pod
@@ -509,9 +519,17 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
         out = []
         pod_sets = [nodes.placed(ps, w.namespace) for ps in w.pod_sets if ps.count > 0]
         for ps in pod_sets:
-            details = shortage(shapes, ps, flavors)
+            # topology-aware scheduling (topology.py): only the flavors the pod set may use count
+            usable = {f: labels for f, labels in flavors.items() if unusable(snapshot, ps, f) is None}
+            details = shortage(shapes, ps, usable) if usable else None
             if details is not None:
                 out.append(make_reason("NodesUnfit", **details, **held))
+                continue
+            fits = {f: [(c.labels, per_node(ps.requests, free, ps.count), k)
+                        for c, free, k in eligible_shapes(shapes, ps, labels)] for f, labels in flavors.items()}
+            details = topology_unfit(snapshot, ps, fits)
+            if details is not None:
+                out.append(make_reason("TopologyUnfit", **details))
         if not out and len(pod_sets) > 1:  # each fits alone: do they fit together?
             details = packing_shortage(nodes, done.placed.free, pod_sets, flavors)
             if details is not None:
@@ -552,7 +570,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
         elif w.key in decision.assignments:
             chosen = decision.assignments[w.key]
             flavors = sorted({f"{f} ({r})" for (_, r), f in chosen.items()})
-            admission = _admission(w, chosen)
+            admission = _admission(w, chosen, snapshot, done.placed.nodes if done.placed is not None else None)
             checks = _new_checks(snapshot, cq, admission)
             reason = make_reason("QuotaReserved", clusterQueue=cq, flavors=flavors, checks=list(checks)) if checks \
                 else make_reason("Admitted", clusterQueue=cq, flavors=flavors)

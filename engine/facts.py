@@ -175,6 +175,27 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "With flavor F, PerNode pods of pending pod set PS fit on one node of class C (its labels, taints, "
        "node selector and required node affinity, and free resources all allow it).",
        'fits("research/train","workers","a100",0,1).'),
+    # -- topology-aware scheduling (only when the snapshot has Nodes; see docs/placement.md) -------
+    _p("flavor_topology(F,T)", "str str",
+       "ResourceFlavor F names Topology T in spec.topologyName: its pods are placed topology-aware (a T that "
+       "has no topology_level/3 does not exist).", 'flavor_topology("tas","default").'),
+    _p("topology_level(T,Level,I)", "str str int",
+       "Level I of Topology T (0 the highest) is the node label Level.",
+       'topology_level("default","cloud.provider.com/topology-rack",1).'),
+    _p("pod_set_topology(W,PS,Mode,Level)", "str str str str",
+       "Pending pod set PS asks, by annotation kueue.x-k8s.io/podset-<Mode>-topology, for topology-aware "
+       "placement: Mode is required (all pods in one domain of Level), preferred (as few domains as can be) or "
+       "unconstrained (Level \"\").",
+       'pod_set_topology("research/train","workers","required","cloud.provider.com/topology-rack").'),
+    _p("class_domain(T,Level,C,D)", "str str int str",
+       "The nodes of class C lie in domain D at level Level of Topology T: D is the values of the labels of "
+       "Level and the levels above it, joined by \"/\". Only for the levels pending pod sets ask for (never "
+       "the hostname level: a node is its own domain there).",
+       'class_domain("default","cloud.provider.com/topology-rack",0,"b1/r1").'),
+    _p("domain_cost(W,PS,T,Level,Cost)", "str str str str int",
+       "Preferred pod set PS, placed in a flavor of Topology T, costs Cost per domain it uses at level Level "
+       "(its preferred level and those above it; a level up costs more than all domains below it).",
+       'domain_cost("research/train","workers","default","cloud.provider.com/topology-block",9).'),
     _p("unplaceable(W,C)", "str int",
        "The engine's node-by-node check found that W's pods did not fit on the nodes of class C beside the "
        "others placed there in an earlier solve of this cycle: W is not placed on class C (a nogood).",

@@ -16,7 +16,7 @@ __all__ = [
     "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
-    "PodGroup", "Rejected", "STOP_POLICIES",
+    "PodGroup", "Rejected", "STOP_POLICIES", "Topology", "TopologyRequest",
     "AdmissionCheck", "CheckRule", "PodSetUpdate", "CheckState", "CHECK_STATES",
 ]
 
@@ -205,6 +205,25 @@ class ResourceFlavor:
     name: str
     node_labels: Mapping[str, str]
     node_taints: tuple[Taint, ...]
+    topology_name: str = ""  # spec.topologyName: its nodes are placed topology-aware ("" none)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A Kueue ``Topology``: the node labels of its levels, from the highest (e.g. block) to the
+    lowest (e.g. ``kubernetes.io/hostname``); docs/placement.md."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TopologyRequest:
+    """A pod set's topology annotation: ``mode`` is ``required``, ``preferred`` or
+    ``unconstrained``; ``level`` the node label of the level asked for ("" if unconstrained)."""
+
+    mode: str
+    level: str = ""
 
 
 @dataclass(frozen=True)
@@ -321,6 +340,7 @@ class PodSetSpec:
     requests: Resources
     node_labels: tuple[NodeLabelRequirement, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyRequest | None = None  # its topology annotation, if any
     needs: NodeNeeds = NodeNeeds()  # what placement on nodes checks besides (docs/placement.md)
 
 
@@ -395,6 +415,7 @@ class Pod:
     scheduled: bool = False  # spec.nodeName is set: a kubelet will see it end
     node_name: str = ""  # spec.nodeName: the node it is bound to (placement counts its requests there)
     controller_uid: str = ""  # metadata.uid of its controlling owner, if any (a PodGroup's occupiedBy)
+    topology: TopologyRequest | None = None  # its topology annotation (kueue.x-k8s.io/podset-*-topology)
     needs: NodeNeeds = NodeNeeds()  # node selection, host ports, pod anti-affinity (placement.py)
 
 

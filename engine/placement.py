@@ -25,13 +25,14 @@ from .objects import Pod, PodSetSpec, Taint, Toleration
 from .podgroups import holds
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
+from .topology import HOSTNAME_LEVEL, split_labels
 from .workloads import ADMISSION_GATE, Workload
 
 __all__ = ["HOSTNAME_LABEL", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
-           "assign_nodes", "Assignment", "free_shapes", "shortage"]
+           "assign_nodes", "Assignment", "free_shapes", "shortage", "one_node", "eligible_shapes"]
 
 #: The label an ungated pod is pinned to its node with (docs/placement.md).
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTNAME_LABEL = HOSTNAME_LEVEL
 _MAX_TOTAL = 2**30 - 1  # as compiler.py: sums of amounts stay below clingo's 2**31
 _TERMINATED = ("Succeeded", "Failed")
 
@@ -148,6 +149,8 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload],
     asked = {r for w in workloads for ps in w.pod_sets for r in ps.requests} | set(demands.names())
     keys = {k for f in snapshot.flavors.values() for k in f.node_labels}
     keys |= {k for w in workloads for ps in w.pod_sets for k in ps.needs.label_keys()}
+    # the labels of the topology levels pod sets ask for (never the hostname: topology.py)
+    keys |= split_labels(snapshot, (ps for w in workloads if w.admission is None for ps in w.pod_sets))
     named = {n for w in workloads for ps in w.pod_sets for n in ps.needs.node_names()}
     # what InQueue PodGroups hold of the nodes counts as used (podgroups.py)
     used = _in_use(on_nodes, demands, [*reserved, *holds(snapshot).on_nodes()])
@@ -216,20 +219,31 @@ class Assignment:
     failed: tuple[tuple[str, int], ...] = ()
 
 
+def one_node(ps: PodSetSpec) -> bool:
+    """Whether all pods of ``ps`` must share one node: it requires the hostname topology level."""
+    return ps.topology is not None and ps.topology.mode == "required" and ps.topology.level == HOSTNAME_LEVEL
+
+
 def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[str, int, int]]],
                  workloads: Mapping[str, Workload], rank: Mapping[str, int]) -> Assignment:
     """Pack the pods the solver put in each class onto the class's nodes, first-fit decreasing
-    (largest pods first, nodes in name order), higher-ranked workloads first among equals.
+    (largest pods first, nodes in name order), higher-ranked workloads first among equals. The
+    pods of a pod set that requires one node (:func:`one_node`) are packed as one, onto the
+    first node that holds them all.
 
     ``placements``: workload -> (pod set, class id, pods). A class whose pods do not all fit
     names the lowest-ranked workload placed there in ``failed``.
     """
     free = {n: dict(f) for n, f in classes.node_free.items()}
-    by_class: dict[int, list[tuple[str, PodSetSpec, int]]] = defaultdict(list)
+    # per class: (workload, pod set, pods packed together, their index)
+    by_class: dict[int, list[tuple[str, PodSetSpec, int, int]]] = defaultdict(list)
     for w, placed in placements.items():
         sets = {ps.name: classes.placed(ps, workloads[w].namespace) for ps in workloads[w].pod_sets}
         for ps, c, k in placed:
-            by_class[c].extend((w, sets[ps], i) for i in range(k))
+            if one_node(sets[ps]):
+                by_class[c].append((w, sets[ps], k, 0))
+            else:
+                by_class[c].extend((w, sets[ps], 1, i) for i in range(k))
     nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
     failed = []
     for c in classes.classes:
@@ -237,27 +251,27 @@ def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[s
         if not pods:
             continue
         scale = {r: v for r, v in c.free.items() if v > 0}
-        pods.sort(key=lambda p: (-max((v / scale[r] if r in scale else 1) for r, v in p[1].requests.items()) if p[1].requests else 0,
-                                 rank.get(p[0], len(rank)), p[0], p[1].name, p[2]))
+        pods.sort(key=lambda p: (-p[2] * max((v / scale[r] if r in scale else 1) for r, v in p[1].requests.items())
+                                 if p[1].requests else 0, rank.get(p[0], len(rank)), p[0], p[1].name, p[3]))
         # In whole units (which divide every free amount and request, or round them safely):
         # what is left on each node of the class, in the order of ``resources``.
-        resources = sorted({r for _, ps, _ in pods for r in ps.requests})
+        resources = sorted({r for _, ps, _, _ in pods for r in ps.requests})
         units = [classes.units.get(r, Fraction(1)) for r in resources]
         left = [[floor(free[n].get(r, Fraction(0)) / u) for r, u in zip(resources, units)] for n in c.nodes]
         asks: dict[int, list[int]] = {}
         fits = True
-        for w, ps, _ in pods:
+        for w, ps, n, _ in pods:
             ask = asks.get(id(ps))
             if ask is None:
                 ask = asks[id(ps)] = [-floor(-ps.requests.get(r, Fraction(0)) / u) for r, u in zip(resources, units)]
-            i = next((i for i, have in enumerate(left) if all(h >= a for h, a in zip(have, ask))), None)
+            i = next((i for i, have in enumerate(left) if all(h >= n * a for h, a in zip(have, ask))), None)
             if i is None:
                 fits = False
                 continue
-            left[i] = [h - a for h, a in zip(left[i], ask)]
-            nodes[w, ps.name].append(c.nodes[i])
+            left[i] = [h - n * a for h, a in zip(left[i], ask)]
+            nodes[w, ps.name].extend([c.nodes[i]] * n)
             for r, v in ps.requests.items():
-                free[c.nodes[i]][r] = free[c.nodes[i]].get(r, Fraction(0)) - v
+                free[c.nodes[i]][r] = free[c.nodes[i]].get(r, Fraction(0)) - n * v
         if not fits:  # the lowest-ranked workload placed there gives way, whichever pod was left over
             failed.append((max((p[0] for p in pods), key=lambda w: (rank.get(w, len(rank)), w)), c.id))
     return Assignment({k: tuple(v) for k, v in nodes.items()}, free, tuple(failed))
@@ -275,6 +289,13 @@ def free_shapes(classes: NodeClasses, free: Mapping[str, Mapping[str, Fraction]]
     return tuple((by_id[c], dict(f), k) for (c, f), k in sorted(counts.items(), key=lambda i: (i[0][0], str(i[0][1]))))
 
 
+def eligible_shapes(shapes: Sequence[tuple[NodeClass, Mapping[str, Fraction], int]], ps: PodSetSpec,
+                    labels: Mapping[str, str]) -> list[tuple[NodeClass, Mapping[str, Fraction], int]]:
+    """The node shapes (:func:`free_shapes`) the pods of ``ps`` may go to in a flavor whose nodes
+    carry ``labels``: its labels, the pod set's node selector and tolerations allow it."""
+    return [(c, f, k) for c, f, k in shapes if admits(c, ps, labels)]
+
+
 def shortage(shapes: Sequence[tuple[NodeClass, Mapping[str, Fraction], int]], ps: PodSetSpec,
              flavors: Mapping[str, Mapping[str, str]]) -> dict[str, object] | None:
     """Why the pods of ``ps`` do not all fit on the nodes (``shapes``: :func:`free_shapes`), for
@@ -282,7 +303,7 @@ def shortage(shapes: Sequence[tuple[NodeClass, Mapping[str, Fraction], int]], ps
     the details of a ``NodesUnfit`` reason; None if they fit with some flavor."""
     best: tuple[int, dict[str, object]] | None = None
     for flavor, labels in sorted(flavors.items()):
-        eligible = [(f, k) for c, f, k in shapes if admits(c, ps, labels)]
+        eligible = [(f, k) for _, f, k in eligible_shapes(shapes, ps, labels)]
         fit = sum(k * per_node(ps.requests, f, ps.count) for f, k in eligible)
         if fit >= ps.count:
             return None

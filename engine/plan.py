@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping, overload
 from .objects import CheckState, Rejected
 from .reasons import Reason
 
-__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
+__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "TopologyAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
            "Plan", "STATES", "UNBUILT_CODES"]
 
 PLAN_API_VERSION = "clueue.dev/v1"
@@ -26,13 +26,41 @@ UNBUILT_CODES = frozenset({"GroupIncomplete", "GroupCountMismatch", "InvalidGrou
 
 
 @dataclass(frozen=True)
+class TopologyAssignment:
+    """Where the pods of a pod set in a topology-aware flavor go, as Kueue records it: the node
+    labels of the levels, from the highest, and the pods of each domain (its values per level)."""
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]  # (values, pods)
+
+    def to_dict(self, version: str = "v1beta1") -> dict[str, Any]:
+        """Kueue's ``topologyAssignment`` of API ``version``: v1beta1 lists domains; v1beta2
+        packs them into one slice, a value shared by every domain written once (``universal``)."""
+        if version == "v1beta1":
+            return {"levels": list(self.levels),
+                    "domains": [{"values": list(values), "count": pods} for values, pods in self.domains]}
+        counts = [pods for _, pods in self.domains]
+        per_level = []
+        for i in range(len(self.levels)):
+            values = [v[i] for v, _ in self.domains]
+            per_level.append({"universal": values[0]} if len(set(values)) == 1 else {"individual": {"roots": values}})
+        return {"levels": list(self.levels), "slices": [{
+            "domainCount": len(self.domains), "valuesPerLevel": per_level,
+            "podCounts": {"universal": counts[0]} if len(set(counts)) == 1 else {"individual": counts}}]}
+
+
+@dataclass(frozen=True)
 class PodSetAssignment:
     name: str
     count: int
     flavors: Mapping[str, str]  # resource -> flavor
+    topology: TopologyAssignment | None = None  # in a flavor with a Topology (docs/placement.md)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "count": self.count, "flavors": dict(sorted(self.flavors.items()))}
+        out: dict[str, Any] = {"name": self.name, "count": self.count, "flavors": dict(sorted(self.flavors.items()))}
+        if self.topology is not None:
+            out["topologyAssignment"] = self.topology.to_dict()
+        return out
 
 
 @dataclass(frozen=True)

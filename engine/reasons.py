@@ -83,6 +83,8 @@ _KINDS = (
                "needs {{pods}} pods x {{request}} on nodes{% if flavor %} of flavor {{flavor}}{% endif %} "
                "(pod set {{podSet}}): {{nodes}}, so only {{fit}} of its pods fit"
                "{% if reserved is defined %}; InQueue PodGroups hold {{reserved}} of the nodes{% endif %}"),
+    ReasonKind("TopologyUnfit", None, ("podSet", "pods", "flavor", "level", "fit", "why"),
+               "pod set {{podSet}}{% if flavor %} on flavor {{flavor}}{% endif %}: {{why}}"),
     ReasonKind("BudgetExhausted", None, ("budgetSeconds",),
                "not considered: the solver's time budget of {{budgetSeconds}}s ran out first"),
     ReasonKind("GroupIncomplete", None, ("group", "pods", "total"),

@@ -22,13 +22,14 @@ from .objects import (
     Admission, AdmissionCheck, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
     NodeNeeds, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
-    Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration,
+    Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration, Topology,
+    TopologyRequest,
     WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
 from .quantity import parse_quantity
 
 __all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "SCHEDULING_VERSIONS", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
-           "INT32_LIMIT"]
+           "INT32_LIMIT", "parse_topology_request", "TOPOLOGY_MODES", "HOSTNAME_LEVEL"]
 
 KUEUE_PREFIX = "kueue.x-k8s.io/"
 # Where a grouped pod keeps its role once clueue has ungated it (ungating changes the hashed spec).
@@ -41,6 +42,10 @@ SCHEDULING_VERSIONS = ("v1alpha1",)
 REQUEUES_ANNOTATION = "clueue.dev/requeues"
 BACKOFF_ANNOTATION = "clueue.dev/backoff-until"
 INT32_LIMIT = 2**31  # Kubernetes' counts and priorities are int32
+#: The pod set annotations of Kueue's topology-aware scheduling, by mode:
+#: ``kueue.x-k8s.io/podset-<mode>-topology`` (docs/placement.md).
+TOPOLOGY_MODES = ("required", "preferred", "unconstrained")
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
 
 _AT_PATH: Any = object()  # an accessor's default ``value``: look the value up by its path
@@ -69,6 +74,7 @@ class Snapshot:
     workloads: Mapping[str, KueueWorkload] = field(default_factory=dict)
     pods: Mapping[str, Pod] = field(default_factory=dict)
     pod_groups: Mapping[str, PodGroup] = field(default_factory=dict)
+    topologies: Mapping[str, Topology] = field(default_factory=dict)
     admission_checks: Mapping[str, AdmissionCheck] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # malformed objects left out (lenient snapshots only)
@@ -77,7 +83,7 @@ class Snapshot:
         """Every object except workloads and pods: what queues, quotas and priorities are."""
         return (self.namespaces, self.nodes, self.priority_classes, self.workload_priority_classes,
                 self.flavors, self.cluster_queues, self.cohorts, self.local_queues,
-                self.admission_checks)
+                self.admission_checks, self.topologies)
 
     def digest(self, memo: Memo | None = None) -> str:
         """A stable digest of the snapshot's content, for decision logs and plans.
@@ -118,7 +124,7 @@ def _object_hash(obj: object) -> int:
 
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",
              "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups",
-             "admission_checks")
+             "admission_checks", "topologies")
 
 
 class Fields:
@@ -425,6 +431,29 @@ def _node_needs(f: Fields, path: str, spec: Mapping[str, Any], selector: Mapping
                      _pod_affinity_terms(f, f"{path}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
                                          anti.get("requiredDuringSchedulingIgnoredDuringExecution")))
 
+def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str]) -> TopologyRequest | None:
+    """A pod set's topology annotation (Kueue's ``kueue.x-k8s.io/podset-<mode>-topology``), read
+    from the ``annotations`` at ``path`` (a pod's, or a pod template's); None if it has none.
+    The modes exclude each other; ``unconstrained`` takes ``"true"`` or ``"false"``, the others
+    the node label of a level."""
+    found = [(mode, annotations[KUEUE_PREFIX + f"podset-{mode}-topology"]) for mode in TOPOLOGY_MODES
+             if KUEUE_PREFIX + f"podset-{mode}-topology" in annotations]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise f.fail(path, "only one of " + ", ".join(f"{KUEUE_PREFIX}podset-{m}-topology" for m, _ in found)
+                     + " may be set")
+    mode, value = found[0]
+    where = f"{path}[{KUEUE_PREFIX}podset-{mode}-topology]"
+    if mode == "unconstrained":
+        if value not in ("true", "false"):
+            raise f.fail(where, f"expected \"true\" or \"false\", got {value!r}")
+        return TopologyRequest(mode) if value == "true" else None
+    if not value:
+        raise f.fail(where, "expected the node label of a topology level (e.g. cloud.provider.com/topology-rack)")
+    return TopologyRequest(mode, value)
+
+
 def _required_node_labels(f: Fields, path: str, affinity: Any) -> dict[str, tuple[str, ...]]:
     """Node label values a required node affinity asks for (``In`` expressions of its one term)."""
     node = f.mapping(path, affinity)
@@ -492,6 +521,7 @@ def _pod(f: Fields) -> Pod:
         priority_class_name=f.string("spec.priorityClassName"), requests=shape.requests,
         node_labels=shape.node_labels, node_selector=shape.node_selector,
         tolerations=shape.tolerations, role_hash=role, source=f.doc.source,
+        topology=parse_topology_request(f, "metadata.annotations", annotations),
         needs=dataclasses.replace(shape.needs, labels=tuple(sorted(labels.items()))),
         finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
         ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")), node_name=f.string("spec.nodeName", "") or "", controller_uid=controller_uid,
@@ -653,10 +683,12 @@ def _workload(f: Fields) -> KueueWorkload:
         count = f.count(f"{p}.count", 1, ps.get("count"))
         template = f.mapping(f"{p}.template", ps.get("template"))
         shape = parse_pod_shape(f, f"{p}.template.spec", template.get("spec"))
-        own = f.string_map(f"{p}.template.metadata.labels",
-                           f.mapping(f"{p}.template.metadata", template.get("metadata")).get("labels"))
+        meta = f.mapping(f"{p}.template.metadata", template.get("metadata"))
+        own = f.string_map(f"{p}.template.metadata.labels", meta.get("labels"))
+        annotations = f.string_map(f"{p}.template.metadata.annotations", meta.get("annotations"))
         pod_sets.append(PodSetSpec(f.string(f"{p}.name", "main", ps.get("name")) or "main", count, shape.requests,
                                    shape.node_labels, shape.tolerations,
+                                   parse_topology_request(f, f"{p}.template.metadata.annotations", annotations),
                                    needs=dataclasses.replace(shape.needs, labels=tuple(sorted(own.items())))))
     if not pod_sets:
         raise f.fail("spec.podSets", "a Workload needs at least one pod set")
@@ -700,7 +732,27 @@ def _cohort(f: Fields) -> Cohort:
 
 
 def _flavor(f: Fields) -> ResourceFlavor:
-    return ResourceFlavor(f.name, f.string_map("spec.nodeLabels"), _taints(f, "spec.nodeTaints", f.get("spec.nodeTaints")))
+    return ResourceFlavor(f.name, f.string_map("spec.nodeLabels"), _taints(f, "spec.nodeTaints", f.get("spec.nodeTaints")),
+                          f.string("spec.topologyName", "") or "")
+
+
+def _topology(f: Fields) -> Topology:
+    """A Topology's levels, validated as Kueue's API does: 1 to 16 distinct node labels, and
+    ``kubernetes.io/hostname`` only as the lowest."""
+    levels: list[str] = []
+    for p, level in f.objects("spec.levels"):
+        label = f.string(f"{p}.nodeLabel", "", level.get("nodeLabel")) or ""
+        if not label:
+            raise f.fail(f"{p}.nodeLabel", "the node label of the level is required")
+        if label in levels:
+            raise f.fail(f"{p}.nodeLabel", f"{label} is already level {levels.index(label)}: levels must be unique")
+        levels.append(label)
+    if not 1 <= len(levels) <= 16:
+        raise f.fail("spec.levels", f"expected 1 to 16 levels, got {len(levels)}")
+    if HOSTNAME_LEVEL in levels[:-1]:
+        raise f.fail(f"spec.levels[{levels.index(HOSTNAME_LEVEL)}].nodeLabel",
+                     f"{HOSTNAME_LEVEL} can only be the lowest level")
+    return Topology(f.name, tuple(levels))
 
 
 def _local_queue(f: Fields) -> LocalQueue:
@@ -763,9 +815,11 @@ _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
     (KUEUE_GROUP, "LocalQueue"): ("local_queues", _local_queue, True),
     (KUEUE_GROUP, "Workload"): ("workloads", _workload, True),
     (SCHEDULING_GROUP, "PodGroup"): ("pod_groups", _pod_group, True),
+    (KUEUE_GROUP, "Topology"): ("topologies", _topology, False),
     (KUEUE_GROUP, "AdmissionCheck"): ("admission_checks", _admission_check, False),
 }
 _KUEUE_VERSIONS = ("v1beta1", "v1beta2")
+_TOPOLOGY_VERSIONS = ("v1alpha1", *_KUEUE_VERSIONS)  # Kueue served Topology as v1alpha1 before v0.14
 
 
 def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> Snapshot:
@@ -801,7 +855,7 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
         if entry is None:
             notices.append(f"{doc.source}: skipped {api} {kind}: not a kind clueue reads")
             return
-        if group == KUEUE_GROUP and version not in _KUEUE_VERSIONS:
+        if group == KUEUE_GROUP and version not in (_TOPOLOGY_VERSIONS if kind == "Topology" else _KUEUE_VERSIONS):
             raise SnapshotError(f"unsupported version {api!r} (clueue reads v1beta1 and v1beta2)",
                                 source=doc.source, obj=kind, field="apiVersion")
         if group == SCHEDULING_GROUP and version not in SCHEDULING_VERSIONS:

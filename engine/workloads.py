@@ -32,7 +32,7 @@ from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namesp
 from .reasons import Reason, make_reason
 from .trees import quota_trees
 from .podgroups import POD_GROUP_LABEL, WORKLOAD_PREFIX, rfc3339
-from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape
+from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape, parse_topology_request
 
 __all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
            "WORKLOAD_UID_ANNOTATION"]
@@ -299,7 +299,8 @@ class _Builder:
 
     def _pod_set(self, name: str, pods: list[Pod]) -> PodSetSpec:
         first = min(pods, key=lambda p: p.name)
-        return PodSetSpec(name, len(pods), first.requests, first.node_labels, first.tolerations, needs=first.needs)
+        return PodSetSpec(name, len(pods), first.requests, first.node_labels, first.tolerations, first.topology,
+                          needs=first.needs)
 
     def _infer_admission(self, queue_ns: str, queue: str, pod_sets: Mapping[str, list[Pod]]) -> Admission:
         """Pods that run ungated were admitted before; find which flavors their selectors name.
@@ -520,7 +521,8 @@ class _Builder:
             for extra in _youngest_first(members)[:max(0, len(members) - count)]:
                 self._delete(extra, group, count)
                 members.remove(extra)
-            shape = spec or PodSetSpec(name, count, sets_pod.requests, sets_pod.node_labels, sets_pod.tolerations, needs=sets_pod.needs)
+            shape = spec or PodSetSpec(name, count, sets_pod.requests, sets_pod.node_labels, sets_pod.tolerations,
+                                       sets_pod.topology, needs=sets_pod.needs)
             pod_sets.append(replace(shape, name=name, count=count))
             pods[name] = tuple(sorted(members, key=lambda p: p.name))
         ungated = [p for ps in pods.values() for p in ps if ADMISSION_GATE not in p.scheduling_gates and p.phase not in _TERMINAL]
@@ -718,6 +720,10 @@ def _parse_group_sets(pod: Pod) -> dict[str, tuple[int, PodSetSpec | None]]:
             f = Fields(doc, "Pod")
             path = f"metadata.annotations[{SETS_ANNOTATION}][{i}].template"
             shape = parse_pod_shape(f, f"{path}.spec", f.mapping(path, template).get("spec"))
-            spec = PodSetSpec(entry["name"], count, shape.requests, shape.node_labels, shape.tolerations, needs=shape.needs)
+            meta = f.mapping(f"{path}.metadata", f.mapping(path, template).get("metadata"))
+            annotations = f.string_map(f"{path}.metadata.annotations", meta.get("annotations"))
+            spec = PodSetSpec(entry["name"], count, shape.requests, shape.node_labels, shape.tolerations,
+                              parse_topology_request(f, f"{path}.metadata.annotations", annotations),
+                              needs=shape.needs)
         entries[entry["name"]] = (count, spec)
     return entries

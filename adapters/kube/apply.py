@@ -168,10 +168,11 @@ def _conditions(old: list[dict[str, Any]], wanted: list[tuple[str, str, str, str
     return [by_type[k] for k in sorted(by_type)]
 
 
-def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, Any] | None:
+def desired_status(entry: WorkloadEntry, status: dict[str, Any], version: str = "v1beta1") -> dict[str, Any] | None:
     """The status a Workload should have for ``entry`` of a plan, given its ``status`` now; None
     if it has it already (or only an eviction, not this entry, may change it). Pure: it reads
-    nothing and writes nothing, so a controller can ask it of its cached Workloads."""
+    nothing and writes nothing, so a controller can ask it of its cached Workloads. ``version``
+    is the Kueue API version the Workload is written in (the shape of a topologyAssignment)."""
     message = "; ".join(r.message for r in entry.reasons)
     if status.get("admission"):
         # admitted already: only an eviction (not part of this plan) may undo it; the quota
@@ -190,7 +191,8 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any]) -> dict[str, An
     if entry.state == "admitted":
         admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
             {"name": a.name, "count": a.count, "flavors": dict(a.flavors),
-             "resourceUsage": {r: format_quantity(q) for r, q in sorted(assignment_usage(entry, a).items())}}
+             "resourceUsage": {r: format_quantity(q) for r, q in sorted(assignment_usage(entry, a).items())},
+             **({"topologyAssignment": a.topology.to_dict(version)} if a.topology is not None else {})}
             for a in entry.admission]}
         # With admission checks only the quota is reserved: Admitted once they are all Ready.
         admitted = ("Admitted", "True", "Admitted", message) if entry.phase == "Admitted" else \
@@ -372,7 +374,7 @@ class _Applier:
         granted: list[bool] = []  # whether the limiter let this write go, asked once
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            wanted = desired_status(entry, obj.get("status") or {})
+            wanted = desired_status(entry, obj.get("status") or {}, self.version or "v1beta1")
             if wanted is not None and paced is not None:
                 if not granted:
                     self.await_turn()  # the tokens go to the higher-ranked ones first

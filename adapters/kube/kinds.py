@@ -29,6 +29,8 @@ class Kind:
     group: str = KUEUE_GROUP  # a custom resource's API group
     # a custom resource of another group than kueue.x-k8s.io: the one version clueue reads
     fixed_version: str = ""
+    # read only where the served version lists it (Kueue before v0.14 served Topology as v1alpha1 only)
+    optional: bool = False
 
     def version(self, kueue: str) -> str:
         """The version a custom resource is read in, ``kueue`` being kueue.x-k8s.io's served one."""
@@ -65,6 +67,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("Workload", "", "workloads", True, True),
     Kind("AdmissionCheck", "", "admissionchecks", False, True),
     Kind("PodGroup", "", "podgroups", True, True, SCHEDULING_GROUP, POD_GROUP_VERSION),
+    Kind("Topology", "", "topologies", False, True, optional=True),
 )
 
 
@@ -72,7 +75,8 @@ def served_kinds(api: client.ApiClient | None, kueue: str | None) -> list[Kind]:
     """The kinds of :data:`KINDS` the cluster serves, ``kueue`` being kueue.x-k8s.io's served
     version (None: not installed). A kind of another group (PodGroup) is read only where its
     group serves the version clueue reads: a cluster without the coscheduling CRD still works.
-    Without an ``api`` (a cache fed events by hand) nothing is discovered and those are left out.
+    An optional kind (Topology) is read only where ``kueue`` serves it. Without an ``api`` (a
+    cache fed events by hand) nothing is discovered and those are left out.
 
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked (errors.py).
@@ -83,7 +87,14 @@ def served_kinds(api: client.ApiClient | None, kueue: str | None) -> list[Kind]:
         with api_errors(api, "discovering the API groups"):
             groups = call(client.ApisApi(api).get_api_versions).groups
         served = {g.name: {v.version for v in g.versions or ()} for g in groups if g.name in others}
-    return [k for k in KINDS if not k.custom or (kueue if k.group == KUEUE_GROUP else k.fixed_version in served.get(k.group, ()))]
+    listed: set[str] = set()
+    if kueue and api is not None and any(k.optional for k in KINDS):
+        with api_errors(api, f"discovering the resources of {KUEUE_GROUP}/{kueue}"):
+            found = call(lambda: client.CustomObjectsApi(api).get_api_resources(KUEUE_GROUP, kueue))
+        listed = {r.name for r in found.resources or ()}
+    return [k for k in KINDS if not k.custom or (
+        bool(kueue and (not k.optional or k.plural in listed)) if k.group == KUEUE_GROUP
+        else k.fixed_version in served.get(k.group, ()))]
 
 
 def kueue_version(api: client.ApiClient) -> str | None:

@@ -48,7 +48,8 @@ def create(api, body):
     if body["apiVersion"].startswith("kueue.x-k8s.io/"):
         group, version = body["apiVersion"].split("/")
         plural = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
-                  "Cohort": "cohorts", "WorkloadPriorityClass": "workloadpriorityclasses", "Workload": "workloads"}[kind]
+                  "Cohort": "cohorts", "WorkloadPriorityClass": "workloadpriorityclasses", "Workload": "workloads",
+                      "Topology": "topologies"}[kind]
         objects = client.CustomObjectsApi(api)
         if ns:
             return objects.create_namespaced_custom_object(group, version, ns, plural, body)

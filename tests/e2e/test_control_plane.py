@@ -41,6 +41,7 @@ KINDS: dict[str, tuple[str, str, bool, tuple[str, ...]]] = {
     "AdmissionCheck": (KUEUE, "admissionchecks", False, ("v1beta1", "v1beta2")),
     "MultiKueueConfig": (KUEUE, "multikueueconfigs", False, ("v1beta1", "v1beta2")),
     "MultiKueueCluster": (KUEUE, "multikueueclusters", False, ("v1beta1", "v1beta2")),
+    "Topology": (KUEUE, "topologies", False, ("v1beta1", "v1beta2")),
     "PodGroup": (SCHEDULING, "podgroups", True, ("v1alpha1",)),
 }
 
