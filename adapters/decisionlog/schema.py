@@ -80,6 +80,9 @@ def check_version(conn: sqlite3.Connection, path: str, *, write: bool) -> None:
             raise DecisionLogError(f"{path} is a decision log of schema version {version}; open it for writing "
                                    f"once (a newer clueue migrates it to {SCHEMA_VERSION})")
         while version < SCHEMA_VERSION:
+            if version not in _MIGRATIONS:
+                raise DecisionLogError(f"{path} is a decision log of schema version {version}, which this clueue "
+                                       "cannot migrate")
             _MIGRATIONS[version](conn)
             version += 1
             conn.execute(f"PRAGMA user_version = {version}")

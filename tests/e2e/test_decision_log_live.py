@@ -69,3 +69,18 @@ def test_the_controller_records_its_cycles_and_audit_why_tells_the_wait(cluster,
     records = [json.loads(line) for line in lines.read_text().splitlines()]
     assert [r["id"] for r in records] == [c["id"] for c in cycles]
     assert records[admitted_in - 1] == audit("show", str(admitted_in), "--db", str(db))
+
+
+def test_apply_record_appends_its_cycle(cluster, api, tmp_path: Path) -> None:
+    t = tag()
+    ns = queue_setup(api, t, nominal=1)
+    create(api, gated_pod(ns, "only"))
+    db = tmp_path / "apply.db"
+    args = ["apply", "--kubeconfig", str(cluster.kubeconfig), "--record", "--db", str(db)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert ungated(api, ns) == {"only"}
+    (cycle,) = audit("cycles", "--db", str(db))["cycles"]
+    assert cycle["origin"] == "apply" and cycle["summary"]["admitted"] >= 1
+    assert [s["state"] for s in audit("why", f"{ns}/pod-only", "--db", str(db))["spans"]] == ["admitted"]
+    assert audit("replay", "1", "--db", str(db))["snapshots"][0]["changes"] == []
