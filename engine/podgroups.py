@@ -157,14 +157,20 @@ class _Pool:
     def __init__(self, what: str, places: list[str], free: Mapping[tuple[str, str], Fraction],
                  floating: Mapping[str, Fraction] | None = None) -> None:
         self.what = what  # "idle node capacity", "the quota of ClusterQueue x"
-        self.places = places
-        self.free = dict(free)
+        order = {p: i for i, p in enumerate(places)}
+        # resource -> place -> what it has free, only places with some, in order: a hold
+        # looks at the places it may take from, not at every one already full
+        self.open: dict[str, dict[str, Fraction]] = defaultdict(dict)
+        self.total: dict[str, Fraction] = defaultdict(Fraction)
+        for (p, r), q in sorted(free.items(), key=lambda item: order.get(item[0][0], len(order))):
+            if p in order and q > 0:
+                self.open[r][p] = q
+                self.total[r] += q
         self.floating = dict(floating or {})
         self.holders: dict[str, dict[str, Fraction]] = defaultdict(dict)  # resource -> group -> held
 
     def has(self, resource: str) -> Fraction:
-        return sum((max(self.free.get((p, resource), Fraction(0)), Fraction(0)) for p in self.places),
-                   Fraction(0)) - self.floating.get(resource, Fraction(0))
+        return self.total.get(resource, Fraction(0)) - self.floating.get(resource, Fraction(0))
 
     def shortage(self, need: Resources) -> str:
         """Why ``need`` does not fit ("" if it does), naming the groups that hold the rest."""
@@ -185,13 +191,21 @@ class _Pool:
         out = []
         for r, q in sorted(need.items()):
             self.holders[r][group] = self.holders[r].get(group, Fraction(0)) + q
-            left = q
-            for p in self.places if where is None else filter(where, self.places):
-                a = min(max(self.free.get((p, r), Fraction(0)), Fraction(0)), left)
-                if a > 0:
-                    self.free[p, r] -= a
-                    left -= a
-                    out.append((p, r, a))
+            left, full, places = q, [], self.open[r]
+            for p, have in places.items():
+                if left <= 0:
+                    break
+                if where is not None and not where(p):
+                    continue
+                a = min(have, left)
+                places[p] = have - a
+                if a == have:
+                    full.append(p)
+                left -= a
+                self.total[r] -= a
+                out.append((p, r, a))
+            for p in full:
+                del places[p]
             if left > 0:
                 self.floating[r] = self.floating.get(r, Fraction(0)) + left
         return tuple(out)
@@ -328,15 +342,15 @@ def _pods_to_come(snapshot: Snapshot) -> list[tuple[str, dict[str, Fraction], Ca
     once admitted), so the room its admission was placed in is held for them; its pods are
     known by their controller, the Job the Workload's ``kueue.x-k8s.io/job-uid`` label names,
     and by their ``kueue.x-k8s.io/podset`` label (without it, a one-pod-set Workload's)."""
+    admitted = [(key, obj, obj.labels[_JOB_UID_LABEL]) for key, obj in sorted(snapshot.workloads.items())
+                if obj.admission is not None and not obj.finished and not obj.owned_by_pods
+                and obj.labels.get(_JOB_UID_LABEL)]
     jobs: dict[str, list[Pod]] = defaultdict(list)
-    for pod in snapshot.pods.values():
+    for pod in snapshot.pods.values() if admitted else ():
         if pod.controller_uid and pod.phase not in _TERMINAL and not pod.deleting:
             jobs[pod.controller_uid].append(pod)
     out = []
-    for key, obj in sorted(snapshot.workloads.items()):
-        job = obj.labels.get(_JOB_UID_LABEL, "")
-        if obj.owned_by_pods or not job:
-            continue
+    for key, obj, job in admitted:
         for a, spec, count in _held_pod_sets(obj):
             alone = a.name if len(obj.pod_sets) == 1 else ""  # pods without the label: of the one pod set
             missing = count - sum(1 for p in jobs.get(job, ()) if p.labels.get(_PODSET_LABEL, alone) == a.name)
@@ -362,24 +376,31 @@ def holds(snapshot: Snapshot) -> Holds:
         return _NO_HOLDS
     if _last[0] is snapshot:
         return _last[1]
+    out = _holds(snapshot)
+    _last[:] = [snapshot, out]
+    return out
+
+
+def _holds(snapshot: Snapshot) -> Holds:
+    waiting = [w for w in _waiting(snapshot, group_members(snapshot)) if w[0].phase == "InQueue"] \
+        if snapshot.pod_groups else []
+    to_come = _pods_to_come(snapshot) if snapshot.nodes else []
+    if not waiting and not to_come:
+        return _NO_HOLDS
     quotas = _quota_pools(snapshot, _recorded_usage(snapshot))
-    waiting = _waiting(snapshot, group_members(snapshot))
     nodes = _node_pool(snapshot, {f"{g.namespace}/{g.name}" for g, _, _ in waiting}) if snapshot.nodes else None
     held: dict[str, Hold] = {}
     dropped: dict[str, str] = {}
     jobs: dict[str, tuple[tuple[str, str, Fraction], ...]] = defaultdict(tuple)
-    for k, need, where in _pods_to_come(snapshot) if nodes is not None else ():
+    for k, need, where in to_come if nodes is not None else ():
         jobs[k] += nodes.take(f"Workload {k}", need, where)
     for group, pods, queue in waiting:
-        if group.phase == "InQueue":
-            hold = _try_hold(snapshot, group, pods, queue, quotas, nodes)
-            if isinstance(hold, Hold):
-                held[hold.group] = hold
-            else:
-                dropped[f"{group.namespace}/{group.name}"] = hold
-    out = Holds(held, dropped, dict(jobs))
-    _last[:] = [snapshot, out]
-    return out
+        hold = _try_hold(snapshot, group, pods, queue, quotas, nodes)
+        if isinstance(hold, Hold):
+            held[hold.group] = hold
+        else:
+            dropped[f"{group.namespace}/{group.name}"] = hold
+    return Holds(held, dropped, dict(jobs))
 
 
 @dataclass(frozen=True)
