@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from clueue.engine import Config
 from clueue.engine.config import DecisionLogConfig
@@ -26,6 +26,8 @@ from .schema import DecisionLogError
 from .units import parse_duration, parse_size
 
 __all__ = ["parse_decision_log", "config_document", "config_digest", "log_path"]
+
+T = TypeVar("T")
 
 
 def parse_decision_log(f: Fields) -> DecisionLogConfig | None:
@@ -41,24 +43,24 @@ def parse_decision_log(f: Fields) -> DecisionLogConfig | None:
     if not path:
         raise f.fail("decisionLog.path", "expected the path of the decision log's SQLite file")
     default = DecisionLogConfig(path)
-    max_age: float | None = default.max_age_seconds
-    max_bytes: int | None = default.max_bytes
     if "retention" in section:
         f.mapping("decisionLog.retention")
-        age = f.get("decisionLog.retention.maxAge")
-        if age is not None:
-            try:
-                max_age = None if age in (0, "0") else parse_duration(age)
-            except ValueError as e:
-                raise f.fail("decisionLog.retention.maxAge", f"{e}; 0 keeps cycles whatever their age") from None
-        size = f.get("decisionLog.retention.maxBytes")
-        if size is not None:
-            try:
-                max_bytes = None if size in (0, "0") else parse_size(size)
-            except ValueError as e:
-                raise f.fail("decisionLog.retention.maxBytes", f"{e}; 0 sets no bound") from None
+    max_age = _bound(f, "maxAge", parse_duration, default.max_age_seconds, "0 keeps cycles whatever their age")
+    max_bytes = _bound(f, "maxBytes", parse_size, default.max_bytes, "0 sets no bound")
     json_lines = f.string("decisionLog.jsonLines")
     return DecisionLogConfig(path=path, max_age_seconds=max_age, max_bytes=max_bytes, json_lines=json_lines or None)
+
+
+def _bound(f: Fields, key: str, parse: Callable[[Any], T], default: T | None, zero: str) -> T | None:
+    """``decisionLog.retention.<key>`` parsed; 0 turns the bound off, absent is ``default``."""
+    path = f"decisionLog.retention.{key}"
+    value = f.get(path)
+    if value is None:
+        return default
+    try:
+        return None if value in (0, "0") else parse(value)
+    except ValueError as e:
+        raise f.fail(path, f"{e}; {zero}") from None
 
 
 def _selector(selector: LabelSelector) -> dict[str, Any]:
