@@ -354,7 +354,7 @@ def _check_reasons(snapshot: Snapshot, w: Workload) -> tuple[Reason, ...]:
     """Why a workload holding quota is not running yet because of its admission checks: one
     not Ready, or Ready checks asking to change its pods in ways that clash."""
     assert w.admission is not None
-    waiting = [c for c in w.checks if c.state != "Ready"]
+    waiting = [] if w.confirmed else [c for c in w.checks if c.state != "Ready"]
     if waiting:
         return (make_reason("WaitingForAdmissionChecks", clusterQueue=w.admission.cluster_queue,
                             checks=[c.name for c in waiting], states=[c.state for c in waiting],
@@ -444,7 +444,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                                                                 p: decision.cluster_queues.get(p) for p in by},
                                                             "borrowing": [p for p in by if p in borrowing]}))
         elif w.admission is not None:
-            if not ready(w.checks):
+            if not (w.confirmed or ready(w.checks)):
                 continue  # quota reserved: its pods wait for its admission checks
             if w.checks and not w.confirmed:  # every check Ready: admitted, then its pods ungated
                 actions.append(Action("complete-admission", w.key, w.key, {
@@ -564,7 +564,8 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),)
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w),
                 reasons=already + waiting,
-                reclaimable=w.succeeded() if w.origin != "workload" else (), admission_checks=w.checks)
+                reclaimable=w.succeeded() if w.origin != "workload" else (), admission_checks=w.checks,
+                confirmed=w.confirmed)
         elif w.key in decision.preempting:
             entries[w.key] = WorkloadEntry(**base, state="pending", reasons=(_preempting(decision, w.key),))
         elif w.key in decision.assignments:

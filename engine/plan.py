@@ -95,6 +95,7 @@ class WorkloadEntry:
     # of a workload holding quota in a ClusterQueue with admission checks: the checks its
     # flavors require, with their states (docs/admission-checks.md)
     admission_checks: tuple[CheckState, ...] = ()
+    confirmed: bool = False  # its Workload records Admitted=True: admitted whatever its checks say now
 
     @property
     def phase(self) -> str | None:
@@ -102,7 +103,8 @@ class WorkloadEntry:
         pods stay gated), else ``Admitted``; None for the other states."""
         if self.state != "admitted":
             return None
-        return "Admitted" if all(c.state == "Ready" for c in self.admission_checks) else "QuotaReserved"
+        ready = self.confirmed or all(c.state == "Ready" for c in self.admission_checks)
+        return "Admitted" if ready else "QuotaReserved"
 
     @property
     def has_workload_object(self) -> bool:

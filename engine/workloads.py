@@ -574,11 +574,16 @@ class _Builder:
 
     def _check_states(self, obj: KueueWorkload) -> tuple[CheckState, ...]:
         """The checks the quota reservation of ``obj`` requires (those of its ClusterQueue for the
-        flavors it holds), with the states it records (checks.py); none without a reservation."""
+        flavors it holds), with the states it records (checks.py); none without a reservation.
+        Of an admitted one only those it records: a check added to its ClusterQueue since does
+        not hold back what runs (Kueue), though a Retry or Rejected state still evicts it."""
         if obj.admission is None:
             return ()
         cq = self.snap.cluster_queues.get(obj.admission.cluster_queue)
-        return check_states(obj, required_checks(cq, admission_flavors(obj.admission)))
+        required = required_checks(cq, admission_flavors(obj.admission))
+        if obj.admitted:
+            required = tuple(n for n in required if n in {c.name for c in obj.checks})
+        return check_states(obj, required)
 
     def _checked(self, w: Workload, active: bool = True) -> Workload:
         """:meth:`_stop`, then :meth:`_beyond_its_tree` and :meth:`_in_an_unknown_tree`."""

@@ -271,3 +271,17 @@ def test_the_text_plan_and_explain_say_the_quota_is_reserved(tmp_path):
     assert plan.exit_code == 0 and "RESERVED     default/w" in plan.output
     explain = CliRunner().invoke(main, ["explain", str(path), "default/w"])
     assert "waiting for admission checks: prov (Pending: 2 nodes coming)" in explain.output
+
+
+def test_a_check_added_to_the_queue_does_not_hold_back_what_is_admitted():
+    admitted = workload("w", admitted_in=("cq", "f"))
+    admitted["status"]["conditions"] = [{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                                         "lastTransitionTime": ts(1)}]
+    plan = run(BASE, checked_queue("prov"), check("prov"), admitted)
+    entry = plan.workload("default/w")
+    assert entry.phase == "Admitted" and codes(plan, "default/w") == ["AlreadyAdmitted"] and not kinds(plan, "default/w")
+
+
+def test_an_admitted_workload_is_evicted_by_a_retry():
+    plan = run(BASE, checked_queue("prov"), check("prov"), reserved("w", {"prov": "Retry"}, admitted=True))
+    assert [a.details["reason"]["code"] for a in plan.actions if a.kind == "preempt"] == ["AdmissionCheckRetry"]
