@@ -2,9 +2,9 @@
 kube-apiserver, shared by the module's tests (each test works in a namespace of its own).
 
 The manager runs clueue's MultiKueue controllers (adapters/multikueue) in this process, with
-short intervals. Until the engine reserves quota for Workloads behind an admission check, the
-test writes the manager Workload's quota reservation and its MultiKueue check (Pending) through
-the status subresource, as the manager's admission would. In the workers, the first test runs
+short intervals, and the test writes the manager Workload's quota reservation and its MultiKueue
+check (Pending) through the status subresource, as the manager's admission would, so that it
+chooses when; the last test runs ``clueue controller`` on the manager, whose engine does that. In the workers, the first test runs
 ``clueue controller`` (real admission); the others act as the worker's admission themselves,
 writing ``Admitted`` on a copy, so that they can choose who admits when.
 
@@ -13,7 +13,7 @@ without a usable ClusterQueue), admitted at the same time by two (exactly one co
 rejected by one, a worker without the namespace, a worker that deletes its copy, finished,
 frequent status changes and finished with an error, garbage collection of an orphan, and last (it stops an apiserver):
 unresponsive worker (Active False and an Event), lost-worker timeout, a kubeconfig Secret
-change that reconnects it, and the duplicate left there removed.
+change that reconnects it, and the duplicate left there removed; then the whole manager.
 """
 
 from __future__ import annotations
@@ -544,24 +544,54 @@ def test_unresponsive_worker_lost_then_back_with_a_duplicate(clusters: Clusters)
     assert wl["status"]["clusterName"] == "worker2" and check_of(clusters, ns)["state"] == "Ready"
 
 
-def test_clueue_controller_runs_multikueue(clusters: Clusters, tmp_path: Path) -> None:
-    """`clueue controller` on the manager runs the same controllers (its /metrics per worker)."""
+def test_clueue_controller_on_the_manager_reserves_dispatches_and_admits(clusters: Clusters, tmp_path: Path) -> None:
+    """`clueue controller` on the manager, end to end: its engine reserves the global quota of a
+    ClusterQueue with the MultiKueue check (check Pending), its MultiKueue dispatches the copies
+    and makes the check Ready on the first admission, the engine then admits; the copy finishing
+    in the worker finishes the Workload in the manager."""
     config = tmp_path / "config.yaml"
     config.write_text("apiVersion: clueue.dev/v1\nkind: Configuration\nmultiKueue:\n  syncPeriod: 500ms\n"
-                      "  gcInterval: 1m\n  workerLostTimeout: 1m\n")
-    proc = start_controller(clusters.manager, "--config", str(config))
+                      "  gcInterval: 1m\n  workerLostTimeout: 1m\n"
+                      "  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once\n")
+    ns = namespace_in(clusters)
+    custom = client.CustomObjectsApi(clusters.api)
+    custom.create_cluster_custom_object(G, V, "resourceflavors", {
+        "apiVersion": f"{G}/{V}", "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {}})
+    custom.create_cluster_custom_object(G, V, "clusterqueues", {
+        "apiVersion": f"{G}/{V}", "kind": "ClusterQueue", "metadata": {"name": "global"}, "spec": {
+            "namespaceSelector": {}, "admissionChecks": [CHECK], "resourceGroups": [{"coveredResources": ["cpu"],
+                "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    custom.create_namespaced_custom_object(G, V, ns, "localqueues", {
+        "apiVersion": f"{G}/{V}", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns},
+        "spec": {"clusterQueue": "global"}})
+    clusters.multikueue.stop()  # the controller's own MultiKueue alone, from its cache of Workloads
+    proc = start_controller(clusters.manager, "--config", str(config), "--batch-window", "0.05")
     try:
         port = metrics_port(proc)
         for worker in WORKERS:
             wait_until(lambda w=worker: metric(port, "clueue_multikueue_worker_active", cluster=w) == 1, WAIT,
                        f"clueue_multikueue_worker_active{{cluster={worker}}} 1", proc=proc)
-        clusters.multikueue.stop()  # the controller's own MultiKueue alone, from its cache of Workloads
-        ns = namespace_in(clusters)
-        submit(clusters, ns)
-        wait_until(lambda: copy_in(clusters, "worker1", ns), WAIT, "the copy in worker1", proc=proc)
+        custom.create_namespaced_custom_object(G, V, ns, "workloads", {
+            "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+        pending = wait_until(lambda: check_of(clusters, ns).get("state") == "Pending" and check_of(clusters, ns),
+                             WAIT, "the engine to reserve quota with the check Pending", proc=proc)
+        assert pending and cond(get(clusters.api, "workloads", "job", ns), "QuotaReserved").get("status") == "True"
+        wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT,
+                   "copies in both workers", proc=proc)
         admit_copy(clusters, "worker1", ns)
         assert wait_ready_on(clusters, ns) == "worker1"
-        wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the copy in worker2 removed", proc=proc)
+        wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Admitted").get("status") == "True",
+                   WAIT, "the engine to admit the Workload in the manager", proc=proc)
+        assert copy_in(clusters, "worker2", ns) is None
+        assert (get(clusters.api, "workloads", "job", ns) or {})["status"]["clusterName"] == "worker1", \
+            "the engine's writes keep clusterName"
         assert metric(port, "clueue_multikueue_admitted_total", cluster="worker1") == 1
+        set_copy_status(clusters, "worker1", ns, ("Finished", "True", "Succeeded"))
+        wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Finished").get("status") == "True",
+                   WAIT, "Finished in the manager", proc=proc)
+        wait_until(lambda: copy_in(clusters, "worker1", ns) is None, WAIT, "the copy removed", proc=proc)
     finally:
         assert stop_controller(proc) == 0
