@@ -355,10 +355,10 @@ def _node_facts(out: _Facts, snapshot: Snapshot, nodes: NodeClasses, live: Seque
             if ps.count <= 0:
                 continue
             # what a pod takes of a node: its requests and the placement-only resources (pods, ...)
-            takes = nodes.placed(ps, w.namespace).requests
-            for r, v in takes.items():
+            placed = nodes.placed(ps, w.namespace)
+            for r, v in placed.requests.items():
                 out.add("node_request", w.key, ps.name, r, nodes.request_units(r, v))
-            shape = (tuple(sorted(takes.items())), ps.needs.asked, ps.tolerations, ps.count)
+            shape = (tuple(sorted(placed.requests.items())), placed.needs.asked, ps.tolerations, ps.count)
             if shape not in seen:
                 seen[shape] = {f: class_fits(nodes, ps, labels, w.namespace) for f, labels in flavors.items()}
             for f, fits in seen[shape].items():

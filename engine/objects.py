@@ -141,14 +141,15 @@ class PodAffinityTerm:
 class NodeNeeds:
     """What a pod asks of its node besides resources and tolerations (docs/placement.md):
     ``node_selector`` and the required node affinity's terms (ORed; None: no affinity), the
-    host ports it binds as (protocol, port), its required pod anti-affinity terms, and its own
-    labels (which other pods' anti-affinity may match). The default asks nothing."""
+    host ports it binds as (protocol, port), its required pod anti-affinity and pod affinity
+    terms, and its own labels (which other pods' terms may match). The default asks nothing."""
 
     node_selector: tuple[tuple[str, str], ...] = ()
     terms: tuple[NodeSelectorTerm, ...] | None = None
     host_ports: tuple[tuple[str, int], ...] = ()
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    affinity: tuple[PodAffinityTerm, ...] = ()
 
     def selects(self, name: str, labels: Mapping[str, str]) -> bool:
         """Whether node ``name`` with ``labels`` passes the node selector and the required node
@@ -165,7 +166,7 @@ class NodeNeeds:
     def asked(self) -> tuple[object, ...]:
         """What it asks, without what it is (its labels): pod sets alike in this and in all
         else are decided alike, unless another pod's anti-affinity tells their labels apart."""
-        return (self.node_selector, self.terms, self.host_ports, self.anti_affinity)
+        return (self.node_selector, self.terms, self.host_ports, self.anti_affinity, self.affinity)
 
     def node_names(self) -> frozenset[str]:
         """The node names :meth:`selects` looks at (``matchFields`` on ``metadata.name``)."""

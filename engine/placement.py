@@ -62,11 +62,15 @@ class NodeClasses:
     def placed(self, ps: PodSetSpec, namespace: str) -> PodSetSpec:
         """``ps`` (of a workload in ``namespace``) with what one pod takes of a node as its
         requests: the resources it requests and the placement-only ones (pods, host ports,
-        anti-affinity). Placement counts these; quota only the requests."""
+        anti-affinity), and the pod affinity labels it needs of a node in its node selector.
+        Placement counts these; quota only the requests."""
         if self.demands is None:
             return ps
-        return replace(ps, requests={**ps.requests, **self.demands.takes(namespace, ps.needs)})
-
+        needs = ps.needs
+        affine = self.demands.selector(namespace, needs)
+        if affine:
+            needs = replace(needs, node_selector=needs.node_selector + affine)
+        return replace(ps, requests={**ps.requests, **self.demands.takes(namespace, ps.needs)}, needs=needs)
 
     def free_units(self, c: NodeClass, resource: str) -> int:
         """What one node of ``c`` has free of ``resource``, in whole units (rounded down)."""
@@ -144,13 +148,14 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload],
     on_nodes = _on_nodes(snapshot)
     namespaces = {n: ns.labels for n, ns in snapshot.namespaces.items()}
     demands = Demands(snapshot.nodes.values(), [(w.namespace, ps.needs) for w in workloads for ps in w.pod_sets],
-                      [(pod.namespace, pod.needs) for _, pod in on_nodes], namespaces,
+                      [(node, pod.namespace, pod.needs) for node, pod in on_nodes], namespaces,
                       sum(ps.count for w in workloads for ps in w.pod_sets) + 1)
     asked = {r for w in workloads for ps in w.pod_sets for r in ps.requests} | set(demands.names())
     keys = {k for f in snapshot.flavors.values() for k in f.node_labels}
     keys |= {k for w in workloads for ps in w.pod_sets for k in ps.needs.label_keys()}
     # the labels of the topology levels pod sets ask for (never the hostname: topology.py)
     keys |= split_labels(snapshot, (ps for w in workloads if w.admission is None for ps in w.pod_sets))
+    keys |= set(demands.label_keys())
     named = {n for w in workloads for ps in w.pod_sets for n in ps.needs.node_names()}
     # what InQueue PodGroups hold of the nodes counts as used (podgroups.py)
     used = _in_use(on_nodes, demands, [*reserved, *holds(snapshot).on_nodes()])
@@ -164,7 +169,7 @@ def node_classes(snapshot: Snapshot, workloads: Sequence[Workload],
         has = {**node.allocatable, **demands.capacity(node)}
         free = demands.cap({r: has.get(r, Fraction(0)) - on.get(r, Fraction(0)) for r in sorted(asked)})
         node_free[node.name] = free
-        labels = tuple(sorted((k, v) for k, v in node.labels.items() if k in keys))
+        labels = tuple(sorted((k, v) for k, v in {**node.labels, **demands.labels(node.name)}.items() if k in keys))
         taints = tuple(sorted({t for t in node.taints if t.effect in ("NoSchedule", "NoExecute")},
                               key=lambda t: (t.key, t.value, t.effect)))
         # a node some pod set names (matchFields) is a class of its own
@@ -199,7 +204,8 @@ def class_fits(classes: NodeClasses, ps: PodSetSpec, flavor_labels: Mapping[str,
     """Class id -> how many pods of ``ps`` (of a workload in ``namespace``) fit on one node of it,
     with a flavor whose nodes carry ``flavor_labels``; classes where none fits are left out."""
     out = {}
-    takes = classes.placed(ps, namespace).requests
+    ps = classes.placed(ps, namespace)
+    takes = ps.requests
     for c in classes.classes:
         if not admits(c, ps, flavor_labels):
             continue

@@ -405,7 +405,7 @@ def _pod_affinity_terms(f: Fields, path: str, value: Any) -> tuple[PodAffinityTe
 def _node_needs(f: Fields, path: str, spec: Mapping[str, Any], selector: Mapping[str, str]) -> NodeNeeds:
     """What a pod spec at ``path`` asks of its node for placement (objects.NodeNeeds): node
     selector, required node affinity, host ports (of containers and sidecar init containers)
-    and required pod anti-affinity."""
+    and required pod anti-affinity and affinity."""
     affinity = f.mapping(f"{path}.affinity", spec.get("affinity"))
     required = f.mapping(f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
                          f.mapping(f"{path}.affinity.nodeAffinity", affinity.get("nodeAffinity"))
@@ -426,10 +426,14 @@ def _node_needs(f: Fields, path: str, spec: Mapping[str, Any], selector: Mapping
             number = f.integer(f"{pp}.hostPort", 0, port.get("hostPort")) or 0
             if number > 0:
                 ports.add((f.string(f"{pp}.protocol", "TCP", port.get("protocol")) or "TCP", number))
-    anti = f.mapping(f"{path}.affinity.podAntiAffinity", affinity.get("podAntiAffinity"))
-    return NodeNeeds(tuple(sorted(selector.items())), terms, tuple(sorted(ports)),
-                     _pod_affinity_terms(f, f"{path}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
-                                         anti.get("requiredDuringSchedulingIgnoredDuringExecution")))
+    kinds = {}
+    for kind in ("podAntiAffinity", "podAffinity"):
+        required = f.mapping(f"{path}.affinity.{kind}", affinity.get(kind)).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")
+        kinds[kind] = _pod_affinity_terms(f, f"{path}.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution",
+                                          required)
+    return NodeNeeds(tuple(sorted(selector.items())), terms, tuple(sorted(ports)), kinds["podAntiAffinity"],
+                     affinity=kinds["podAffinity"])
 
 def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str]) -> TopologyRequest | None:
     """A pod set's topology annotation (Kueue's ``kueue.x-k8s.io/podset-<mode>-topology``), read

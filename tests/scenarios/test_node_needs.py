@@ -191,3 +191,23 @@ def test_a_flavor_without_quota_does_not_hide_that_the_nodes_of_another_are_full
     found = {r.code: r for r in plan.workload("default/pod-p").reasons}
     assert "NodesUnfit" in found and found["NodesUnfit"].details["flavor"] == "big"
     assert found["InsufficientQuota"].details["flavor"] == "small"
+
+
+def _affinity(p: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    p["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": HOST}]}}
+    return p
+
+
+def test_pod_affinity_on_the_hostname_goes_where_a_matching_pod_runs():
+    nodes = [node(f"n{i}", cpu="8") for i in range(3)]
+    cache = bound("cache", "n2", cpu="1", labels={"app": "cache"})
+    plan = run(_queue(), nodes, cache, [_affinity(p, {"app": "cache"}) for p in group("g", 2, cpu="2")])
+    assert _pinned(plan, "default/g") == ["n2", "n2"]
+    # n2 has 7 cpu free: three 3-cpu pods do not fit there, and no other node runs a cache
+    plan = run(_queue(), nodes, cache, [_affinity(p, {"app": "cache"}) for p in group("g", 3, cpu="3")])
+    assert states(plan)["default/g"] == "pending" and codes(plan, "default/g") == ["NodesUnfit"]
+    # no pod matches: a pod that does not match its own term goes nowhere, one that does anywhere
+    plan = run(_queue(), nodes, _affinity(pod("p", cpu="1"), {"app": "cache"}),
+               _affinity(pod("q", cpu="1", labels={"app": "solo"}), {"app": "solo"}))
+    assert codes(plan, "default/pod-p") == ["NodesUnfit"] and len(_pinned(plan, "default/pod-q")) == 1

@@ -90,8 +90,25 @@ def test_a_running_pods_term_counts_only_if_it_keeps_a_pending_pod_away():
     guard = NodeNeeds(anti_affinity=(PodAffinityTerm(LabelSelector(match_expressions=(
         Requirement("app", "In", ("web",)),)), (), LabelSelector(), HOSTNAME_LABEL),))
     web = NodeNeeds(labels=(("app", "web"),))
-    demands = Demands([_node("a", None)], [("ns", web)], [("kube-system", guard)], {}, most_pods=1)
+    demands = Demands([_node("a", None)], [("ns", web)], [("a", "kube-system", guard)], {}, most_pods=1)
     assert demands.takes("ns", web) == {"anti-affinity/0": 1}  # empty namespaceSelector: every namespace
     assert demands.takes("kube-system", guard) == {"anti-affinity/0": 1}
-    unrelated = Demands([_node("a", None)], [("ns", NodeNeeds(labels=(("app", "db"),)))], [("ns", guard)], {}, 1)
+    unrelated = Demands([_node("a", None)], [("ns", NodeNeeds(labels=(("app", "db"),)))], [("a", "ns", guard)], {}, 1)
     assert unrelated.names() == []
+
+
+def test_pod_affinity_on_the_hostname_asks_for_nodes_where_a_matching_pod_runs():
+    term = PodAffinityTerm(LabelSelector((("app", "cache"),)), (), None, HOSTNAME_LABEL)
+    web = NodeNeeds(affinity=(term,), labels=(("app", "web"),))
+    cache = NodeNeeds(labels=(("app", "cache"),))
+    demands = Demands([_node("a", None), _node("b", None)], [("ns", web)], [("b", "ns", cache)], {}, 1)
+    assert demands.label_keys() == ["pod-affinity/0"]
+    assert demands.labels("a") == {} and demands.labels("b") == {"pod-affinity/0": "yes"}
+    assert demands.selector("ns", web) == (("pod-affinity/0", "yes"),)
+    assert demands.selector("ns", NodeNeeds()) == ()
+    # no pod matches yet: a pod that matches its own term goes anywhere (Kubernetes' first pod),
+    # one that does not goes nowhere (no node carries the label)
+    alone = Demands([_node("a", None)], [("ns", web)], [], {}, 1)
+    assert alone.selector("ns", web) == (("pod-affinity/0", "yes"),) and alone.labels("a") == {}
+    selfish = NodeNeeds(affinity=(term,), labels=(("app", "cache"),))
+    assert Demands([_node("a", None)], [("ns", selfish)], [], {}, 1).selector("ns", selfish) == ()
