@@ -89,24 +89,34 @@ class StateTracker:
     :func:`signature`: a reason whose amounts or named workloads change keeps its phase)."""
 
     def __init__(self, last: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        self._last: dict[str, tuple[Any, ...]] = {
-            name: signature(state) for name, state in (last or {}).items() if state.get("state") != DELETED}
+        # name -> (the entry's fields as last seen, or None when read back from the log; signature)
+        self._last: dict[str, tuple[tuple[Any, ...] | None, tuple[Any, ...]]] = {
+            name: (None, signature(state)) for name, state in (last or {}).items() if state.get("state") != DELETED}
 
-    def changes(self, entries: Iterable[WorkloadEntry]) -> tuple[list[dict[str, Any]], dict[str, tuple[Any, ...]]]:
+    def changes(self, entries: Iterable[WorkloadEntry]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The states to record for this cycle's ``entries``, and the tracker's next memory
         (pass it to :meth:`commit` once they are stored)."""
         out: list[dict[str, Any]] = []
-        nxt: dict[str, tuple[Any, ...]] = {}
+        nxt: dict[str, tuple[tuple[Any, ...] | None, tuple[Any, ...]]] = {}
         last = self._last
         known: dict[tuple[str, ...], tuple[Any, ...]] = {}
         for entry in entries:
-            sig = nxt[entry.name] = _entry_signature(entry, known)
-            if last.get(entry.name) != sig:
+            # Most entries are word for word as last cycle: compared as they are, their signature
+            # is not worked out again.
+            fields = (entry.state, entry.queue, entry.cluster_queue, entry.priority, entry.admission,
+                      tuple([r.message for r in entry.reasons]))
+            held = last.get(entry.name)
+            if held is not None and held[0] == fields:
+                nxt[entry.name] = held
+                continue
+            sig = _entry_signature(entry, known)
+            nxt[entry.name] = (fields, sig)
+            if held is None or held[1] != sig:
                 out.append(workload_state(entry))
         out += [{"name": name, "state": DELETED} for name in sorted(last.keys() - nxt.keys())]
         return out, nxt
 
-    def commit(self, memory: dict[str, tuple[Any, ...]]) -> None:
+    def commit(self, memory: dict[str, Any]) -> None:
         self._last = memory
 
 
