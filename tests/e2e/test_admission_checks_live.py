@@ -192,3 +192,27 @@ def test_the_controller_reserves_waits_for_the_check_then_admits_and_ungates(clu
         assert conditions(workload_object(api, ns, "pod-solo"))["Admitted"] == ("True", "Admitted")
     finally:
         assert stop_controller(proc) == 0
+
+
+def test_a_v1beta2_strategy_applies_a_check_only_on_its_flavors(live: client.ApiClient) -> None:
+    t = tag()
+    check = f"prov-{t}"
+    admission_check(live, check)
+    ns = f"ns-{t}"
+    create(live, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for name in (f"small-{t}", f"big-{t}"):
+        objects(live).create_cluster_custom_object(GROUP, "v1beta2", "resourceflavors", {
+            "apiVersion": f"{GROUP}/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
+    objects(live).create_cluster_custom_object(GROUP, "v1beta2", "clusterqueues", {
+        "apiVersion": f"{GROUP}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{t}"}, "spec": {
+            "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": f"small-{t}", "resources": [{"name": "cpu", "nominalQuota": 1}]},
+                {"name": f"big-{t}", "resources": [{"name": "cpu", "nominalQuota": 8}]}]}],
+            "admissionChecksStrategy": {"admissionChecks": [{"name": check, "onFlavors": [f"big-{t}"]}]}}})
+    create(live, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": ns},
+                  "spec": {"clusterQueue": f"cq-{t}"}})
+    create(live, gated_pod(ns, "small", cpu="1"))
+    create(live, gated_pod(ns, "big", cpu="4"))
+    cycle(live, ns)
+    assert not gated(live, ns, "small") and "admissionChecks" not in workload_object(live, ns, "pod-small")["status"]
+    assert gated(live, ns, "big") and states(workload_object(live, ns, "pod-big")) == {check: "Pending"}
