@@ -158,9 +158,10 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
                                "address with --metrics-bind-address (port 0 takes a free one)") from None
         parts.append(health.stop)
         # MultiKueue's controllers (docs/multikueue.md): idle until MultiKueueClusters exist.
-        parts.append(MultiKueue(api, namespace, multikueue, metrics=metrics,
-                                leading=lambda: elector.leading if elector is not None else True,
-                                workloads=lambda: [d.body for d in cache.documents("Workload")]).start().stop)
+        workers = MultiKueue(api, namespace, multikueue, metrics=metrics,
+                             leading=lambda: elector.leading if elector is not None else True,
+                             workloads=lambda: [d.body for d in cache.documents("Workload")]).start()
+        parts.append(workers.stop)
         if options.leader_elect:
             def started() -> None:
                 controller.wake()

@@ -192,3 +192,8 @@ class EventRecorder:
 
     def forget(self, obj: dict[str, Any]) -> None:
         self._sent.pop(f"{obj.get('kind')}/{key_of(obj)}", None)
+
+    def keep_only(self, kind: str, keys: set[str]) -> None:
+        """Forget what was sent about objects of ``kind`` other than ``keys`` (gone ones)."""
+        self._sent = {k: v for k, v in self._sent.items() if not k.startswith(f"{kind}/") or
+                      k[len(kind) + 1:] in keys}

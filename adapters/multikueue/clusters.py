@@ -82,6 +82,10 @@ class WorkerRegistry:
         """The workers that answered the last pass, with their clients."""
         return {name: w.objects for name, w in sorted(self.workers.items()) if w.active and w.objects is not None}
 
+    def clients(self) -> Mapping[str, client.ApiClient]:
+        """The API clients of the workers that answered the last pass (to read them further)."""
+        return {name: objects.api for name, objects in self.active().items()}
+
     def last_contact(self, name: str) -> float | None:
         """When ``name`` last answered (epoch seconds); None: never, or no such worker."""
         worker = self.workers.get(name)

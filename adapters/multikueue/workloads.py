@@ -138,6 +138,7 @@ class WorkloadController:
                 if key in self.known and key not in workloads:
                     self.delete_copy(worker, copy, None, "its Workload was deleted in the manager")
         self.known = ours
+        self.events.keep_only("Workload", ours)
         live = {str((w.get("metadata") or {}).get("uid")) for k, w in workloads.items() if k in ours}
         self.tried = {uid: t for uid, t in self.tried.items() if uid in live}
 

@@ -265,6 +265,20 @@ def test_bad_configs_make_the_check_and_cluster_inactive(clusters: Clusters) -> 
             custom.delete_cluster_custom_object(G, V, plural, name)
 
 
+def test_a_kubeconfig_file_connects(clusters: Clusters) -> None:
+    """locationType Path: a kubeconfig file on the controller's machine."""
+    custom = client.CustomObjectsApi(clusters.api)
+    custom.create_cluster_custom_object(G, V, "multikueueclusters", {
+        "apiVersion": f"{G}/{V}", "kind": "MultiKueueCluster", "metadata": {"name": "by-path"},
+        "spec": {"kubeConfig": {"location": str(clusters.workers["worker2"].kubeconfig), "locationType": "Path"}}})
+    try:
+        active = wait_until(lambda: cond(get(clusters.api, "multikueueclusters", "by-path"), "Active"), WAIT, "it")
+        assert (active["status"], active["reason"], active["message"]) == ("True", "Active", "Connected")
+    finally:
+        custom.delete_cluster_custom_object(G, V, "multikueueclusters", "by-path")
+    wait_until(lambda: "by-path" not in clusters.multikueue.registry.workers, WAIT, "the worker forgotten")
+
+
 # -- the seed's integration list ------------------------------------------------------------------
 
 def _queues(api: client.ApiClient, namespace: str, *, cluster_queue: str, with_cluster_queue: bool) -> None:
