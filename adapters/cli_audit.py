@@ -97,7 +97,7 @@ def why(workload: str, db: str | None, config_path: str | None, fmt: str) -> Non
         last_time = log.last_time()
         assert span is not None and last_time is not None  # it holds states, so cycles
         data = {"workload": workload, "asOfCycle": span[1], "asOf": iso_time(last_time), "records": len(history),
-                "spans": timeline(history, last_cycle=span[1], last_time=last_time)}
+                "spans": timeline(history, last_time=last_time)}
     click.echo(render_timeline(data) if fmt == "text" else dump(data, fmt), nl=False)
 
 

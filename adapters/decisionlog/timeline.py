@@ -38,10 +38,9 @@ def brief(reason: Mapping[str, Any]) -> str:
     return f"{code}: {reason.get('message', '')}"
 
 
-def timeline(history: Sequence[tuple[int, float, Mapping[str, Any]]], *, last_cycle: int,
-             last_time: float) -> list[dict[str, Any]]:
+def timeline(history: Sequence[tuple[int, float, Mapping[str, Any]]], *, last_time: float) -> list[dict[str, Any]]:
     """The spans of a workload's recorded ``history`` ((cycle, time, state), oldest first), as
-    of the log's last cycle ``last_cycle`` at ``last_time``."""
+    of the log's last cycle, at ``last_time``."""
     spans: list[dict[str, Any]] = []
     for i, (cycle, start, state) in enumerate(history):
         ongoing = i + 1 == len(history)

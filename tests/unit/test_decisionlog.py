@@ -240,7 +240,7 @@ def test_timeline_spans_and_the_time_in_each(recorder: Recorder) -> None:
     record(recorder, objects(A, B), T0 + 600)
     record(recorder, objects(B), T0 + 2280)
     record(recorder, objects(B), T0 + 3000)
-    spans = timeline(recorder.log.history("default/b"), last_cycle=4, last_time=T0 + 3000)
+    spans = timeline(recorder.log.history("default/b"), last_time=T0 + 3000)
     assert [(s["state"], s["seconds"], s["to"] is None) for s in spans] == [("pending", 2280, False),
                                                                          ("admitted", 720, True)]
     assert spans[0]["phases"][0]["reasons"][0]["code"] == "InsufficientQuota"
