@@ -83,7 +83,7 @@ def _stdout() -> Console:
 @_output
 @_guard
 def why(workload: str, db: str | None, config_path: str | None, fmt: str) -> None:
-    """The timeline of WORKLOAD (namespace/name, as the plan names it): each state it was in,
+    """The timeline of NAMESPACE/NAME (a workload as the plan names it): each state it was in,
     for how long, and the reasons that held, from the recorded cycles."""
     if "/" not in workload:
         raise click.UsageError(f"give the workload as NAMESPACE/NAME, not {workload!r}")
