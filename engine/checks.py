@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 from .objects import Admission, AdmissionCheck, CheckState, ClusterQueue, KueueWorkload, PodSetUpdate
 from .reasons import Reason, make_reason
 
-__all__ = ["MULTIKUEUE_CONTROLLER", "required_checks", "inactive_checks", "check_states", "eviction",
+__all__ = ["MULTIKUEUE_CONTROLLER", "required_checks", "inactive_checks", "check_states", "eviction", "retrying",
            "ready", "pod_set_changes", "PodChanges"]
 
 #: The controller name of Kueue's MultiKueue admission check.
@@ -83,11 +83,22 @@ def eviction(states: tuple[CheckState, ...]) -> Reason | None:
     """The eviction a quota reservation's checks call for: ``AdmissionCheckRejected`` if one is
     Rejected (evicted and deactivated, not requeued), else ``AdmissionCheckRetry`` if one asks to
     retry (evicted, quota released, requeued with its checks Pending again); None otherwise."""
-    for state, code in (("Rejected", "AdmissionCheckRejected"), ("Retry", "AdmissionCheckRetry")):
-        failed = [c for c in states if c.state == state]
-        if failed:
-            return make_reason(code, checks=[c.name for c in failed], messages=[c.message for c in failed])
-    return None
+    rejected = [c for c in states if c.state == "Rejected"]
+    if rejected:
+        return make_reason("AdmissionCheckRejected", checks=[c.name for c in rejected],
+                           messages=[c.message for c in rejected])
+    return retrying(states, evicted=True)
+
+
+def retrying(states: Iterable[CheckState], *, evicted: bool) -> Reason | None:
+    """``AdmissionCheckRetry`` naming the checks in ``Retry``, if any: a reservation is evicted
+    for it; a workload without one is not considered while it lasts (Kueue: "a workload having
+    at least one check in this state ... will not be considered for admission")."""
+    retry = [c for c in states if c.state == "Retry"]
+    if not retry:
+        return None
+    return make_reason("AdmissionCheckRetry", checks=[c.name for c in retry], messages=[c.message for c in retry],
+                       evicted=evicted)
 
 
 class PodChanges:

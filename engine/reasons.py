@@ -115,10 +115,11 @@ _KINDS = (
                "waiting for admission checks: {% for c in checks %}{{c}} ({{states[loop.index0]}}"
                "{% if messages[loop.index0] %}: {{messages[loop.index0]}}{% endif %}){% if not loop.last %}, "
                "{% endif %}{% endfor %}; quota reserved in ClusterQueue {{clusterQueue}}"),
-    ReasonKind("AdmissionCheckRetry", None, ("checks", "messages"),
-               "evicted: admission check {% for c in checks %}{{c}}{% if messages[loop.index0] %} "
-               "({{messages[loop.index0]}}){% endif %}{% if not loop.last %}, {% endif %}{% endfor %} asks to retry; "
-               "its quota is released and it is queued again"),
+    ReasonKind("AdmissionCheckRetry", None, ("checks", "messages", "evicted"),
+               "{% if evicted %}evicted: {% endif %}admission check {% for c in checks %}{{c}}"
+               "{% if messages[loop.index0] %} ({{messages[loop.index0]}}){% endif %}{% if not loop.last %}, {% endif %}"
+               "{% endfor %} asks to retry; {% if evicted %}its quota is released and it is queued again"
+               "{% else %}it is not considered until the check's controller changes that{% endif %}"),
     ReasonKind("AdmissionCheckRejected", None, ("checks", "messages"),
                "evicted and deactivated: admission check {% for c in checks %}{{c}}{% if messages[loop.index0] %} "
                "({{messages[loop.index0]}}){% endif %}{% if not loop.last %}, {% endif %}{% endfor %} rejected it",

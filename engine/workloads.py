@@ -27,7 +27,7 @@ from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
-from .checks import admission_flavors, check_states, eviction, required_checks
+from .checks import admission_flavors, check_states, eviction, required_checks, retrying
 from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
@@ -560,6 +560,11 @@ class _Builder:
         """A Workload object is authoritative for admission; pods built it, or it stands alone."""
         priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
         checks = self._check_states(obj)
+        if obj.admission is None and obj.active:
+            retry = retrying(obj.checks, evicted=False)
+            if retry is not None:  # a check asks to retry: not considered while it does
+                w = self._merge_object(built, replace(obj, checks=()))
+                return replace(w, held=w.held + (retry,))
         if built is not None:
             return self._checked(replace(built, admission=obj.admission or built.admission,
                                       finished=built.finished or obj.finished, reclaimable=obj.reclaimable,

@@ -285,3 +285,13 @@ def test_a_check_added_to_the_queue_does_not_hold_back_what_is_admitted():
 def test_an_admitted_workload_is_evicted_by_a_retry():
     plan = run(BASE, checked_queue("prov"), check("prov"), reserved("w", {"prov": "Retry"}, admitted=True))
     assert [a.details["reason"]["code"] for a in plan.actions if a.kind == "preempt"] == ["AdmissionCheckRetry"]
+
+
+def test_a_workload_without_quota_whose_check_asks_to_retry_waits():
+    w = workload("w")
+    w["status"] = {"admissionChecks": [{"name": "prov", "state": "Retry", "message": "later",
+                                        "lastTransitionTime": ts(1)}]}
+    plan = run(BASE, checked_queue("prov"), check("prov"), w)
+    assert codes(plan, "default/w") == ["AdmissionCheckRetry"] and states(plan)["default/w"] == "pending"
+    assert "not considered until" in plan.workload("default/w").reasons[0].message
+    assert not kinds(plan, "default/w")
