@@ -170,7 +170,7 @@ def _record(origin: str, db: str | None, policy: Policy, config: Config, started
 
 def _cycle(snapshot: Snapshot, policies: tuple[str, ...], config_path: str | None, time_budget: float | None) -> Plan:
     config = load_config(config_path, time_budget=time_budget)
-    return guarded_cycle(snapshot, load_policy(policies), config)
+    return guarded_cycle(snapshot, load_policy(policies), config, now=int(time.time()))
 
 
 class _Clueue(click.Group):
@@ -230,7 +230,7 @@ def plan(paths: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: 
     documents: list[Document] = []
     snapshot = _snapshot(paths, kubeconfig, context, in_cluster, documents if record else None)
     config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
-    result = guarded_cycle(snapshot, policy, config)
+    result = guarded_cycle(snapshot, policy, config, now=int(time.time()))
     click.echo(render_plan(result, fmt, scope=scope, snapshot=snapshot), nl=False)
     if record:
         _record("plan", db, policy, config, started, documents, snapshot, result)

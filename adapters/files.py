@@ -7,15 +7,17 @@ name the file and the document.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
-from clueue.engine.config import Limits
+from clueue.engine.config import Limits, MultiKueue
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
-from clueue.engine.snapshot import Snapshot, Fields, parse_selector, build_snapshot
+from clueue.engine.snapshot import Snapshot, Fields, WorkerView, parse_selector, build_snapshot
 
 from .decisionlog.config import parse_decision_log
 
@@ -47,8 +49,41 @@ def read_documents(paths: Iterable[str]) -> list[Document]:
 
 
 def load_snapshot(paths: Iterable[str]) -> Snapshot:
-    """Read and validate a snapshot from files."""
-    return build_snapshot(read_documents(paths))
+    """Read and validate a snapshot from files.
+
+    A directory may hold MultiKueue worker clusters (docs/dispatch.md): each subdirectory
+    ``workers/<cluster>/`` holds that worker's own objects, in the same layout, and optionally a
+    ``clueue.dev/v1 WorkerView`` document whose ``ageSeconds`` says how long ago they were read
+    (0 if absent). They become :attr:`Snapshot.workers`, not objects of the manager.
+    """
+    docs: list[Document] = []
+    workers: dict[str, WorkerView] = {}
+    for raw in paths:
+        held = Path(raw) / WORKERS_DIR
+        if raw != "-" and held.is_dir():
+            docs += [d for d in read_documents([raw]) if not Path(d.source.rpartition("#")[0]).is_relative_to(held)]
+            workers.update((sub.name, _worker_view(sub)) for sub in sorted(held.iterdir()) if sub.is_dir())
+        else:
+            docs += read_documents([raw])
+    snapshot = build_snapshot(docs)
+    return dataclasses.replace(snapshot, workers=workers) if workers else snapshot
+
+
+#: The subdirectory of a snapshot directory that holds its worker clusters, one directory each.
+WORKERS_DIR = "workers"
+
+
+def _worker_view(directory: Path) -> WorkerView:
+    """One worker's objects, and the age of its ``WorkerView`` document."""
+    age = 0
+    docs = []
+    for doc in read_documents([str(directory)]):
+        if isinstance(doc.body, Mapping) and doc.body.get("kind") == "WorkerView":
+            f = Fields(Document(doc.source, {**doc.body, "metadata": {"name": directory.name}}), "WorkerView")
+            age = f.count("ageSeconds", 0)
+        else:
+            docs.append(doc)
+    return WorkerView(directory.name, build_snapshot(docs), age)
 
 
 def load_config(path: str | None, *, time_budget: float | None = None) -> Config:
@@ -90,7 +125,23 @@ def parse_config(doc: Document) -> Config:
         controller_namespace=f.string("controllerNamespace", default.controller_namespace) or default.controller_namespace,
         namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
         pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
-        limits=_limits(f), decision_log=parse_decision_log(f))
+        limits=_limits(f), decision_log=parse_decision_log(f), multikueue=_multikueue(f))
+
+
+def _multikueue(f: Fields) -> MultiKueue:
+    """The dispatch fields of the ``multiKueue`` section (docs/dispatch.md): ``dispatcherName``,
+    ``clustersPerRound``, ``roundSeconds``, ``staleAfterSeconds``, ``copiesWhenUncertain``
+    (positive whole numbers). Its other fields belong to the MultiKueue adapter's settings."""
+    default = MultiKueue()
+    numbers = {}
+    for key, attr in (("clustersPerRound", "clusters_per_round"), ("roundSeconds", "round_seconds"),
+                      ("staleAfterSeconds", "stale_after_seconds"), ("copiesWhenUncertain", "copies_when_uncertain")):
+        value = f.integer(f"multiKueue.{key}", getattr(default, attr))
+        if value is None or value < 1:
+            raise f.fail(f"multiKueue.{key}", f"expected a positive whole number, got {value!r}")
+        numbers[attr] = value
+    return MultiKueue(dispatcher_name=f.string("multiKueue.dispatcherName", default.dispatcher_name)
+                      or default.dispatcher_name, **numbers)
 
 
 def _limits(f: Fields) -> Limits:

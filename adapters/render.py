@@ -67,11 +67,14 @@ def render_explanation(plan: Plan, workload: str, fmt: str) -> str:
     """
     entry = plan.workload(workload)
     actions = [a for a in plan.actions if a.workload == entry.name]
+    # MultiKueue: why each worker was or was not nominated (docs/dispatch.md)
+    dispatch = next((d.to_dict() for d in plan.dispatch if d.workload == entry.name), None)
     if fmt == "text":
         return _env.get_template("explain.txt.j2").render(
             w=entry.to_dict(), actions=[a.to_dict() for a in actions], origins=_origins(plan, actions),
-            candidates=plan.solver.candidates) + "\n"
-    return dump({**entry.to_dict(), "actions": [a.to_dict() for a in actions]}, fmt)
+            candidates=plan.solver.candidates, dispatch=dispatch) + "\n"
+    return dump({**entry.to_dict(), "actions": [a.to_dict() for a in actions],
+                 **({"dispatch": dispatch} if dispatch else {})}, fmt)
 
 
 def _column(w: WorkloadEntry, evicted: Container[str]) -> str:

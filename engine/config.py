@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .objects import LabelSelector, Requirement
 
-__all__ = ["Config", "Limits", "DecisionLogConfig", "DEFAULT_MANAGED_OWNERS"]
+__all__ = ["Config", "Limits", "DecisionLogConfig", "MultiKueue", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
 
 #: Controlling owners whose pods another integration queues (KEP-976: such pods are skipped).
 DEFAULT_MANAGED_OWNERS: tuple[str, ...] = (
@@ -51,6 +51,36 @@ class DecisionLogConfig:
     json_lines: str | None = None
 
 
+#: The dispatchers of MultiKueue (docs/dispatch.md): the two Kueue builds in, and clueue's own,
+#: which nominates the workers where the policy predicts a workload is admitted (the default).
+ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+OPTIMIZED = "clueue.dev/multikueue-dispatcher-optimized"
+
+
+@dataclass(frozen=True)
+class MultiKueue:
+    """The ``multiKueue`` section: how workloads of a ClusterQueue with a MultiKueue admission
+    check are dispatched to worker clusters (docs/dispatch.md).
+
+    Parameters:
+        dispatcher_name: :data:`OPTIMIZED`, :data:`ALL_AT_ONCE`, :data:`INCREMENTAL`, or any
+            other name: an external dispatcher writes ``status.nominatedClusterNames``, clueue none.
+        clusters_per_round: Incremental: clusters added to the nominated ones each round.
+        round_seconds: Incremental: how long a round lasts.
+        stale_after_seconds: Optimized: a worker read longer ago than this is stale; a
+            prediction on it is uncertain.
+        copies_when_uncertain: Optimized: workers nominated for a workload whose prediction is
+            uncertain (it fits only on stale workers, or nowhere).
+    """
+
+    dispatcher_name: str = OPTIMIZED
+    clusters_per_round: int = 3
+    round_seconds: int = 300
+    stale_after_seconds: int = 60
+    copies_when_uncertain: int = 3
+
+
 @dataclass(frozen=True)
 class Config:
     """Options of a decision cycle.
@@ -64,6 +94,7 @@ class Config:
         time_budget: seconds the solver may spend on one cycle.
         limits: the time and memory limits of a cycle run by ``clueue plan``, ``explain`` and ``apply``.
         decision_log: where cycles are recorded; ``None``: nowhere (it decides nothing).
+        multikueue: dispatch to MultiKueue's worker clusters.
     """
 
     controller_namespace: str = "clueue-system"
@@ -73,6 +104,7 @@ class Config:
     time_budget: float = 10.0
     limits: Limits = field(default_factory=Limits)
     decision_log: DecisionLogConfig | None = None
+    multikueue: MultiKueue = field(default_factory=MultiKueue)
 
     def effective_namespace_selector(self) -> LabelSelector:
         if self.namespace_selector is not None:

@@ -32,6 +32,7 @@ from .policy import Policy
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
 from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
+from .dispatch import Dispatch, dispatch_targets, run_dispatch
 from .solver import Decision, Explanation, SolveStats, decide, explain
 from .topology import topology_assignment, topology_unfit, unusable
 from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
@@ -174,14 +175,15 @@ def _solve(snapshot: Snapshot, selection: Selection, units: Units, policy: Polic
         cut = selection.grown(cut, 4 ** rounds)
 
 
-def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config()) -> Plan:
-    """Run one decision cycle and return its plan.
+def run_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(), *, now: int | None = None) -> Plan:
+    """Run one decision cycle and return its plan. ``now`` (seconds since the epoch, given by
+    the adapter) times what depends on time, such as Incremental dispatch rounds (dispatch.py).
 
     Raises:
         PolicyError: the policy does not parse or ground.
         SolveError: no plan could be found.
     """
-    return _cycle(snapshot, policy, config, Memo(remember=False))
+    return _cycle(snapshot, policy, config, Memo(remember=False), now)
 
 
 class Session:
@@ -201,11 +203,11 @@ class Session:
         self.config = config
         self._memo = Memo()
 
-    def run(self, snapshot: Snapshot) -> Plan:
+    def run(self, snapshot: Snapshot, *, now: int | None = None) -> Plan:
         """Run one decision cycle; see :func:`run_cycle`."""
         self._memo.start(snapshot.configuration())
         try:
-            return _cycle(snapshot, self.policy, self.config, self._memo)
+            return _cycle(snapshot, self.policy, self.config, self._memo, now)
         except BaseException:
             # A cycle that fails midway may have brought some of what is kept up to date and
             # not the rest: the next cycle starts from nothing rather than from a mix.
@@ -213,7 +215,7 @@ class Session:
             raise
 
 
-def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Plan:
+def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: int | None = None) -> Plan:
     t0 = time.monotonic()
     deadline = t0 + config.time_budget
     built = build_workloads(snapshot, config, memo)
@@ -250,6 +252,9 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
     # Only these can have actions: the dropped pending workloads are neither admitted nor evicted.
     actions = _actions(snapshot, sorted(selection.fixed + selection.ranked, key=_KEY), decision, pinned)
     actions += _finish_actions(snapshot, built)
+    # MultiKueue: the workers each dispatched workload's copies go to (dispatch.py)
+    dispatched = _dispatch(snapshot, selection.fixed + selection.ranked, decision, policy, config, now, deadline)
+    actions += dispatched.actions
     actions += [Action(a.kind, f"{a.pod.namespace}/{a.pod.name}", a.workload,
                        {"uid": a.pod.uid, "reason": a.reason.to_dict()}) for a in built.actions]
     stats = decision.stats
@@ -263,7 +268,20 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo) -> Pl
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
-                snapshot.notices + built.notices + units.notices, snapshot.rejected)
+                snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries)
+
+
+def _dispatch(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision, policy: Policy,
+              config: Config, now: int | None, deadline: float) -> Dispatch:
+    """Dispatch what holds quota with a MultiKueue check Pending, reserved now or before; the
+    dispatch pass gets what is left of the budget, and never less than a grace period."""
+    if not snapshot.multikueue_configs:
+        return Dispatch()
+    reserved = {w: (decision.cluster_queues.get(w, ""), frozenset(a.values()))
+                for w, a in decision.assignments.items() if w not in decision.preempting}
+    targets = dispatch_targets(snapshot, workloads, reserved, decision.evicted)
+    return run_dispatch(snapshot, targets, policy, config, now=now,
+                        budget=max(deadline - time.monotonic(), _EXPLAIN_GRACE_SECONDS))
 
 
 def _place_held(snapshot: Snapshot, nodes: NodeClasses, workloads: Iterable[Workload]

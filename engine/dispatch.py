@@ -313,7 +313,9 @@ def _solve_dispatch(facts: str, policy: Policy, *, budget: float
     clueue's): a pass of its own beside ``decide`` and ``explain``.
     """
     messages = _Messages()
-    ctl = _control(["--opt-mode=opt", "--models=0"], messages)
+    # core-guided optimization proves these small assignment problems far sooner than
+    # branch and bound; the domain heuristic of dispatch.lp makes the first plan a good one
+    ctl = _control(["--opt-mode=opt", "--models=0", "--heuristic=Domain"], messages)
     _load(ctl, facts, policy, _PARTS)
     _ground(ctl, [(part, []) for part in _PARTS], messages)
     best: dict[str, list[Any]] = {}

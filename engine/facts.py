@@ -200,6 +200,53 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "The engine's node-by-node check found that W's pods did not fit on the nodes of class C beside the "
        "others placed there in an earlier solve of this cycle: W is not placed on class C (a nogood).",
        'unplaceable("research/train",0).'),
+    # -- dispatch to MultiKueue's workers (the dispatch pass only; see docs/dispatch.md) -----------
+    _p("worker(K)", "str", "Worker cluster K is named by the MultiKueueConfig of a workload to dispatch.",
+       'worker("worker-a").'),
+    _p("worker_active(K)", "str", "The MultiKueueCluster of K is Active: copies can be made there.",
+       'worker_active("worker-a").'),
+    _p("worker_age(K,S)", "str int", "What is known of K's objects was read S seconds ago.",
+       'worker_age("worker-a",12).'),
+    _p("worker_stale(K)", "str", "K's data is older than multiKueue.staleAfterSeconds: a fit predicted there is "
+       "uncertain.", 'worker_stale("worker-c").'),
+    _p("worker_order(K,N)", "str int", "K is the N-th worker by name (from 0): the last tie-break.",
+       'worker_order("worker-a",0).'),
+    _p("worker_label(K,Key,Value)", "str str str", "The MultiKueueCluster of K carries label Key=Value.",
+       'worker_label("worker-a","region","eu").'),
+    _p("worker_flavor(K,Q,G,F,Pos)", "str str int str int",
+       "On worker K, resource group G of ClusterQueue Q lists flavor F at position Pos.",
+       'worker_flavor("worker-a","team-a",0,"a100",0).'),
+    _p("worker_resource(K,Q,G,R)", "str str int str", "On worker K, resource group G of ClusterQueue Q covers R.",
+       'worker_resource("worker-a","team-a",0,"nvidia.com/gpu").'),
+    _p("worker_free(K,Q,F,R,Amount)", "str str str str int",
+       "On worker K, ClusterQueue Q has Amount of R free in flavor F (nominal quota less what its admitted "
+       "workloads hold), in dispatch_unit/2.", 'worker_free("worker-a","team-a","a100","nvidia.com/gpu",4).'),
+    _p("worker_nodes(K)", "str", "Worker K reports Nodes: worker_nodes_free/3 bounds what fits there.",
+       'worker_nodes("worker-a").'),
+    _p("worker_nodes_free(K,R,Amount)", "str str int",
+       "The schedulable nodes of K have Amount of R free in all (allocatable less the requests of their pods).",
+       'worker_nodes_free("worker-a","cpu",96).'),
+    _p("worker_node_largest(K,R,Amount)", "str str int", "The roomiest node of K has Amount of R free.",
+       'worker_node_largest("worker-a","cpu",32).'),
+    _p("dispatch(W)", "str", "W holds the manager's quota (reserved now or before) with its MultiKueue check "
+       "Pending and no worker yet: it is dispatched this cycle.", 'dispatch("team-a/train").'),
+    _p("dispatch_rank(W,N)", "str int", "W is the N-th workload to dispatch (from 0): priority, then age, then name.",
+       'dispatch_rank("team-a/train",0).'),
+    _p("dispatch_to(W,K)", "str str", "K is a cluster of W's MultiKueueConfig.", 'dispatch_to("team-a/train","worker-a").'),
+    _p("dispatch_cq(W,K,Q)", "str str str", "On worker K, the LocalQueue of W's name and namespace leads to "
+       "ClusterQueue Q.", 'dispatch_cq("team-a/train","worker-a","team-a").'),
+    _p("dispatch_need(W,R,Amount)", "str str int", "W asks Amount of R in all (pods times requests), in "
+       "dispatch_unit/2, rounded up.", 'dispatch_need("team-a/train","nvidia.com/gpu",8).'),
+    _p("dispatch_pod(W,R,Amount)", "str str int", "The largest pod of W asks Amount of R.",
+       'dispatch_pod("team-a/train","nvidia.com/gpu",1).'),
+    _p("dispatch_label(W,Key,Value)", "str str str", "W's Workload (or all its pods) carries label Key=Value.",
+       'dispatch_label("team-a/train","data-region","eu").'),
+    _p("nominated_before(W,K)", "str str", "K is in W's status.nominatedClusterNames now.",
+       'nominated_before("team-a/train","worker-a").'),
+    _p("dispatch_copies(N)", "int", "A workload whose prediction is uncertain is nominated to N workers "
+       "(multiKueue.copiesWhenUncertain).", 'dispatch_copies(3).'),
+    _p("dispatch_unit(R,Unit)", "str str", "Amounts of R in the dispatch facts are integers in Unit.",
+       'dispatch_unit("memory","1Gi").'),
     _p("resource_unit(R,Unit)", "str str",
        "Every quota tree counts resource R in Unit (a Kubernetes quantity); absent when trees count R in "
        "different units (see tree_unit/3).", 'resource_unit("memory","1Gi").'),

@@ -24,6 +24,7 @@ policy test``), and relies on its pod's own memory limit.
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import multiprocessing
@@ -182,8 +183,8 @@ CONFIGURED = Configured()
 
 
 def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(), *,
-                  limits: Limits | None | Configured = CONFIGURED) -> Plan:
-    """:func:`run_cycle` in a child process under ``limits`` (by default the configuration's,
+                  limits: Limits | None | Configured = CONFIGURED, now: int | None = None) -> Plan:
+    """:func:`run_cycle` (at time ``now``) in a child process under ``limits`` (by default the configuration's,
     ``config.limits``); Ctrl-C stops it at once.
 
     With ``limits=None``, this is exactly ``run_cycle`` in-process (unlimited, and deaf to
@@ -199,11 +200,12 @@ def guarded_cycle(snapshot: Snapshot, policy: Policy, config: Config = Config(),
     if isinstance(limits, Configured):
         limits = config.limits
     if limits is None:
-        return run_cycle(snapshot, policy, config)
+        return run_cycle(snapshot, policy, config, now=now)
     parse_policy(policy)  # here, so that a syntax error needs no child and the next cycle's child inherits the parse
     seconds = limits.wall_clock(config)
     try:
-        return run_limited(run_cycle, snapshot, policy, config, seconds=seconds, memory_mib=limits.memory_mib)  # type: ignore[no-any-return]
+        return run_limited(functools.partial(run_cycle, now=now), snapshot, policy, config,  # type: ignore[no-any-return]
+                           seconds=seconds, memory_mib=limits.memory_mib)
     except LimitExceeded as e:
         what = _exceeded(e, seconds, limits.memory_mib)
         culprit = _culprit(snapshot, policy, config, seconds, limits.memory_mib)

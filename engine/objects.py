@@ -16,7 +16,7 @@ __all__ = [
     "Namespace", "Node", "PriorityClass", "WorkloadPriorityClass", "ResourceFlavor",
     "ResourceQuota", "FlavorQuotas", "ResourceGroup", "ClusterQueue", "Cohort", "LocalQueue",
     "PodSetSpec", "PodSetAdmission", "Admission", "KueueWorkload", "Pod", "PodGroupSetEntry",
-    "PodGroup", "Rejected", "STOP_POLICIES", "Topology", "TopologyRequest",
+    "PodGroup", "Rejected", "MultiKueueCluster", "STOP_POLICIES", "Topology", "TopologyRequest",
     "AdmissionCheck", "CheckRule", "PodSetUpdate", "CheckState", "CHECK_STATES",
 ]
 
@@ -380,6 +380,11 @@ class KueueWorkload:
     owners: tuple[str, ...] = ()  # uids of the Pods among its ownerReferences, sorted
     checks: tuple[CheckState, ...] = ()  # status.admissionChecks, by name
     admitted: bool = False  # its Admitted condition is True (quota reserved and every check Ready)
+    # MultiKueue (docs/dispatch.md): status.clusterName (the worker that admitted it), and
+    # status.nominatedClusterNames (the workers a dispatcher chose for its copies)
+    cluster_name: str = ""
+    nominated_clusters: tuple[str, ...] = ()
+    reserved_at: int = 0  # when its QuotaReserved condition turned True (seconds since the epoch; 0: not reserved)
 
 
 @dataclass(frozen=True)
@@ -437,6 +442,15 @@ class PodGroup:
     schedule_start: int  # status.scheduleStartTime, seconds since the epoch (0 if unset)
     requeues: int = 0  # annotation clueue.dev/requeues: how often the group was released
     backoff_until: int = 0  # annotation clueue.dev/backoff-until: held until then (epoch seconds; 0: not held)
+
+
+@dataclass(frozen=True)
+class MultiKueueCluster:
+    """A ``kueue.x-k8s.io`` MultiKueueCluster: a worker cluster of MultiKueue (docs/dispatch.md)."""
+
+    name: str
+    active: bool  # its Active condition is True: the manager is connected to it
+    labels: Mapping[str, str] = field(default_factory=dict)  # metadata.labels, for dispatch policies
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping, overload
 from .objects import CheckState, Rejected
 from .reasons import Reason
 
-__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "TopologyAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo",
+__all__ = ["PLAN_API_VERSION", "PodSetAssignment", "TopologyAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo", "DispatchEntry", "WorkerNote",
            "Plan", "STATES", "UNBUILT_CODES"]
 
 PLAN_API_VERSION = "clueue.dev/v1"
@@ -155,6 +155,37 @@ class Action:
 
 
 @dataclass(frozen=True)
+class WorkerNote:
+    """Why one worker cluster was or was not nominated for a dispatched workload: a stable
+    ``code``, the numbers behind it (``details``, amounts as quantities) and a ``message``."""
+
+    worker: str
+    nominated: bool
+    code: str
+    details: Mapping[str, Any]
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"worker": self.worker, "nominated": self.nominated, "code": self.code,
+                "details": dict(self.details), "message": self.message}
+
+
+@dataclass(frozen=True)
+class DispatchEntry:
+    """The dispatch of one workload to MultiKueue's workers (docs/dispatch.md): the workers
+    nominated (``status.nominatedClusterNames``) and a note for every worker of its config."""
+
+    workload: str
+    dispatcher: str  # Optimized, AllAtOnce or Incremental
+    nominated: tuple[str, ...]
+    workers: tuple[WorkerNote, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "dispatcher": self.dispatcher, "nominated": list(self.nominated),
+                "workers": [n.to_dict() for n in self.workers]}
+
+
+@dataclass(frozen=True)
 class SolverInfo:
     compile_seconds: float
     ground_seconds: float
@@ -231,6 +262,7 @@ class Plan:
     policy_digest: str
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # objects of a live snapshot left out as malformed
+    dispatch: tuple[DispatchEntry, ...] = ()  # workloads dispatched to MultiKueue's workers
 
     def workload(self, name: str) -> WorkloadEntry:
         """The entry for ``namespace/name`` (or a unique bare ``name``).
@@ -258,4 +290,5 @@ class Plan:
             "solver": self.solver.to_dict(),
             "notices": list(self.notices),
             "rejected": [r.to_dict() for r in self.rejected],
+            **({"dispatch": [d.to_dict() for d in self.dispatch]} if self.dispatch else {}),
         }

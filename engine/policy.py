@@ -31,8 +31,9 @@ __all__ = [
 
 BUILTIN_PREFIX = "<builtin>/"
 
-#: The ``#program`` parts the engine grounds: ``base`` twice, with ``decide`` and with ``explain``.
-PARTS = ("base", "decide", "explain")
+#: The ``#program`` parts the engine grounds: ``base`` with each of ``decide``, ``explain`` and
+#: ``dispatch`` (the dispatch pass, docs/dispatch.md).
+PARTS = ("base", "decide", "explain", "dispatch")
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,11 @@ ENGINE_PREDICATES: dict[str, EnginePredicate] = {e.predicate.name: e for e in (
        "class C (placement.lp, shown; only when the snapshot has Nodes). The engine packs them onto the "
        "class's nodes and pins each pod to its node.", 'place("research/train","workers",0,8).',
        part="decide", required=False),
+    _e("nominate(W,K)", "str str", "The decision of the dispatch pass: worker K is one of dispatched W's "
+       "status.nominatedClusterNames (dispatch.lp, shown).", 'nominate("team-a/train","worker-a").',
+       part="dispatch"),
+    _e("predicted(W,K)", "str str", "Dispatched W is predicted to be admitted on worker K (dispatch.lp, shown); "
+       "clueue explain words it.", 'predicted("team-a/train","worker-a").', part="dispatch", required=False),
     _e("might_fit(W)", "str", "Left-out W might fit on its own on top of the decision; the engine uses it to "
        "know that candidates it did not solve could not have been admitted (explain.lp).",
        'might_fit("team-a/pod-small").', part="explain", required=False),

@@ -19,16 +19,15 @@ from typing import Any, Iterable, Mapping
 from .errors import SnapshotError
 from .memo import Changes, Memo
 from .objects import (
-    Admission, AdmissionCheck, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
+    Admission, AdmissionCheck, MultiKueueCluster, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
     NodeNeeds, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm,
     Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration, Topology,
-    TopologyRequest,
-    WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
+    TopologyRequest, WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
 from .quantity import parse_quantity
 
-__all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "SCHEDULING_VERSIONS", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
+__all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "SCHEDULING_VERSIONS", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "WorkerView", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
            "INT32_LIMIT", "parse_topology_request", "TOPOLOGY_MODES", "HOSTNAME_LEVEL"]
 
 KUEUE_PREFIX = "kueue.x-k8s.io/"
@@ -76,14 +75,18 @@ class Snapshot:
     pod_groups: Mapping[str, PodGroup] = field(default_factory=dict)
     topologies: Mapping[str, Topology] = field(default_factory=dict)
     admission_checks: Mapping[str, AdmissionCheck] = field(default_factory=dict)
+    multikueue_configs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> spec.clusters
+    multikueue_clusters: Mapping[str, MultiKueueCluster] = field(default_factory=dict)
+    # what the manager knows of each worker cluster's own objects (docs/dispatch.md), by name
+    workers: Mapping[str, WorkerView] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # malformed objects left out (lenient snapshots only)
 
     def configuration(self) -> tuple[Mapping[str, Any], ...]:
         """Every object except workloads and pods: what queues, quotas and priorities are."""
         return (self.namespaces, self.nodes, self.priority_classes, self.workload_priority_classes,
-                self.flavors, self.cluster_queues, self.cohorts, self.local_queues,
-                self.admission_checks, self.topologies)
+                self.flavors, self.cluster_queues, self.cohorts, self.local_queues, self.topologies,
+                self.admission_checks)
 
     def digest(self, memo: Memo | None = None) -> str:
         """A stable digest of the snapshot's content, for decision logs and plans.
@@ -122,9 +125,20 @@ def _object_hash(obj: object) -> int:
     return int.from_bytes(hashlib.sha256(repr(obj).encode()).digest()[:16], "big")
 
 
+@dataclass(frozen=True)
+class WorkerView:
+    """One worker cluster of MultiKueue as the manager last read it (docs/dispatch.md): its own
+    queues, quotas, workloads and nodes, ``age`` seconds ago. Which workers exist and whether
+    they are Active is told by the manager's MultiKueueCluster objects."""
+
+    name: str
+    snapshot: Snapshot
+    age: int = 0  # seconds since it was read
+
+
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",
-             "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups",
-             "admission_checks", "topologies")
+             "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups", "topologies",
+             "admission_checks", "multikueue_configs", "multikueue_clusters", "workers")
 
 
 class Fields:
@@ -435,6 +449,7 @@ def _node_needs(f: Fields, path: str, spec: Mapping[str, Any], selector: Mapping
     return NodeNeeds(tuple(sorted(selector.items())), terms, tuple(sorted(ports)), kinds["podAntiAffinity"],
                      affinity=kinds["podAffinity"])
 
+
 def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str]) -> TopologyRequest | None:
     """A pod set's topology annotation (Kueue's ``kueue.x-k8s.io/podset-<mode>-topology``), read
     from the ``annotations`` at ``path`` (a pod's, or a pod template's); None if it has none.
@@ -728,7 +743,23 @@ def _workload(f: Fields) -> KueueWorkload:
         uid=f.string("metadata.uid", "") or "", deleting=f.meta.get("deletionTimestamp") is not None,
         owners=tuple(sorted(str(o.get("uid") or "") for o in pod_owners)),
         checks=_check_states(f), admitted="Admitted" in true,
+        cluster_name=f.string("status.clusterName", "") or "",
+        nominated_clusters=f.strings("status.nominatedClusterNames"),
+        reserved_at=_true_since(f, "QuotaReserved"),
     )
+
+
+def _true_since(f: Fields, kind: str) -> int:
+    """When condition ``kind`` turned True (its lastTransitionTime; 0 when it is not True)."""
+    for p, c in f.objects("status.conditions"):
+        if c.get("type") == kind and c.get("status") == "True":
+            return f.timestamp(f"{p}.lastTransitionTime", c.get("lastTransitionTime"))
+    return 0
+
+
+def _multikueue_cluster(f: Fields) -> MultiKueueCluster:
+    active = any(c.get("type") == "Active" and c.get("status") == "True" for _, c in f.objects("status.conditions"))
+    return MultiKueueCluster(f.name, active, f.string_map("metadata.labels", f.meta.get("labels")))
 
 
 def _cohort(f: Fields) -> Cohort:
@@ -821,6 +852,8 @@ _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
     (SCHEDULING_GROUP, "PodGroup"): ("pod_groups", _pod_group, True),
     (KUEUE_GROUP, "Topology"): ("topologies", _topology, False),
     (KUEUE_GROUP, "AdmissionCheck"): ("admission_checks", _admission_check, False),
+    (KUEUE_GROUP, "MultiKueueConfig"): ("multikueue_configs", lambda f: f.strings("spec.clusters"), False),
+    (KUEUE_GROUP, "MultiKueueCluster"): ("multikueue_clusters", _multikueue_cluster, False),
 }
 _KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 _TOPOLOGY_VERSIONS = ("v1alpha1", *_KUEUE_VERSIONS)  # Kueue served Topology as v1alpha1 before v0.14

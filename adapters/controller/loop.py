@@ -401,7 +401,7 @@ class Controller:
             return result.snapshot
 
         def decide(snapshot: Snapshot) -> Plan:
-            plan = self.session.run(snapshot)
+            plan = self.session.run(snapshot, now=int(time.time()))
             marks["decided"] = time.monotonic()
             return plan
 

@@ -498,6 +498,26 @@ class _Applier:
         else:
             self.result.skipped.append(f"admit {label}")
 
+    def nominate(self, target: str, clusters: list[str], dispatcher: str) -> None:
+        """Set a dispatched Workload's ``status.nominatedClusterNames`` (a ``nominate`` action,
+        docs/dispatch.md), as the API server has it now: one a worker has admitted
+        (``status.clusterName`` set), or no longer holding quota, is left for the next cycle."""
+        ns, name = target.split("/", 1)
+
+        def change(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = obj.get("status") or {}
+            if status.get("clusterName") or not status.get("admission") or status.get("nominatedClusterNames") == clusters:
+                return None
+            return {**obj, "status": {**status, "nominatedClusterNames": clusters}}
+
+        if update_with_retry(self._reading("Workload", target), change, lambda obj: self._fenced(
+                lambda: self.custom.replace_namespaced_custom_object_status(
+                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))):
+            self.result.writes.append(f"nominate Workload {target}: {', '.join(clusters)}")
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Nominated",
+                       f"nominated worker clusters {', '.join(clusters)} ({dispatcher.rpartition('/')[2]})")
+        else:
+            self.result.skipped.append(f"nominate Workload {target}")
 
     def finish(self, target: str, finished: dict[str, Any]) -> None:
         """Mark the Workload of finished pods ``Finished`` (a ``finish`` action, with the plan's
@@ -990,6 +1010,8 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
                                details.get("labels", {}), details.get("tolerations", []))
             elif action.kind == "complete-admission":
                 applier.complete(action.target, list(details.get("admissionChecks", [])))
+            elif action.kind == "nominate":
+                applier.nominate(action.target, list(details["clusterNames"]), str(details.get("dispatcher", "")))
             elif action.kind == "finish":
                 applier.finish(action.target, details["reason"])
             elif action.kind == "finalize-pod":
@@ -1089,7 +1111,7 @@ _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueSto
 
 _DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "finalize-pod": "removing the finalizer of Pod",
           "finish": "finishing Workload", "complete-admission": "admitting Workload",
-          "preempt": "preempting Workload"}
+          "preempt": "preempting Workload", "nominate": "nominating worker clusters of Workload"}
 
 # Evictions an admission check calls for (engine/checks.py).
 _CHECK_EVICTIONS = ("AdmissionCheckRetry", "AdmissionCheckRejected")

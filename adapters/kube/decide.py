@@ -10,6 +10,7 @@ or from outside clueue, is reported as a warning (engine/overcommit.py), never e
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -78,7 +79,7 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         AdapterError: the lease's namespace does not exist; the cluster cannot be read.
         ClueueError: the cycle failed (see :func:`~clueue.engine.guard.guarded_cycle`).
     """
-    run = decide or (lambda snapshot: guarded_cycle(snapshot, policy, config))
+    run = decide or (lambda snapshot: guarded_cycle(snapshot, policy, config, now=int(time.time())))
     namespace = lease_namespace or config.controller_namespace
     version = kueue_version(api)
     if version is None:  # before the lease: a cluster without Workloads has nothing to decide
