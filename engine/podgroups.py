@@ -39,13 +39,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any, Callable, Collection, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
 
-from .objects import KueueWorkload, Pod, PodGroup, PodSetAdmission, PodSetSpec
+from .objects import KueueWorkload, Pod, PodGroup, PodSetAdmission, PodSetSpec, ResourceGroup
 from .plan import Plan, WorkloadEntry
 from .quantity import format_quantity
 from .queues import entry_usage
 from .snapshot import KUEUE_PREFIX, Snapshot
+from .trees import quota_trees
 
 __all__ = ["POD_GROUP_LABEL", "WORKLOAD_PREFIX", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
            "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "describe_group", "group_members", "workload_key",
@@ -234,23 +235,46 @@ def _node_pool(snapshot: Snapshot, waiting: Collection[str], placing: frozenset[
     return _Pool("idle node capacity", places, free, floating)
 
 
-def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str], Fraction]]) -> dict[str, _Pool]:
-    """ClusterQueue -> its nominal quota per flavor and resource, less ``used`` (ClusterQueue ->
-    (flavor, resource) -> held). Borrowing is not counted: a group goes InQueue on quota its
-    queue owns."""
+def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str], Fraction]]
+                 ) -> dict[str, list[tuple[str, _Pool]]]:
+    """ClusterQueue -> the quota its groups' needs must fit, as (kind, pool): its own nominal
+    quota per flavor and resource less what it ``used`` (ClusterQueue -> (flavor, resource) ->
+    held), and in a cohort (kind ``cohort``) also what its whole quota tree has unused, shared
+    by the ClusterQueues of the tree: quota lent to another queue is not free. Borrowing is not
+    counted: a group goes InQueue on quota its queue owns."""
+    tree_of, groups = quota_trees(snapshot)
+    trees: dict[str, _Pool] = {}
+    for tree, tree_groups in groups.items():
+        if tree.startswith("cohort/"):
+            free = _nominal(tree_groups)
+            for name in (q for q, t in tree_of.items() if t == tree):
+                for key, q in used.get(name, {}).items():
+                    free[key] = free.get(key, Fraction(0)) - q
+            trees[tree] = _Pool(f"the unused quota of cohort {tree.removeprefix('cohort/')}",
+                                _flavors(tree_groups), free)
     pools = {}
     for name, cq in snapshot.cluster_queues.items():
-        free: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-        places: list[str] = []
-        for g in cq.resource_groups:
-            for fq in g.flavors:
-                places += [] if fq.flavor in places else [fq.flavor]
-                for r, quota in fq.resources.items():
-                    free[fq.flavor, r] += quota.nominal
+        free = _nominal(cq.resource_groups)
         for key, q in used.get(name, {}).items():
-            free[key] -= q
-        pools[name] = _Pool(f"the quota of ClusterQueue {name}", places, free)
+            free[key] = free.get(key, Fraction(0)) - q
+        own = _Pool(f"the quota of ClusterQueue {name}", _flavors(cq.resource_groups), free)
+        pools[name] = [(name, own)] + ([("cohort", trees[tree_of[name]])] if tree_of[name] in trees else [])
     return pools
+
+
+def _nominal(groups: Iterable[ResourceGroup]) -> dict[tuple[str, str], Fraction]:
+    """(flavor, resource) -> nominal quota, summed over ``groups``."""
+    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for g in groups:
+        for fq in g.flavors:
+            for r, quota in fq.resources.items():
+                out[fq.flavor, r] += quota.nominal
+    return out
+
+
+def _flavors(groups: Iterable[ResourceGroup]) -> list[str]:
+    """The flavors of ``groups``, in their order, each once."""
+    return list(dict.fromkeys(fq.flavor for g in groups for fq in g.flavors))
 
 
 def _recorded_usage(snapshot: Snapshot) -> dict[str, dict[tuple[str, str], Fraction]]:
@@ -302,21 +326,22 @@ def _waiting(snapshot: Snapshot, members: Mapping[str, list[Pod]]) -> list[tuple
     return sorted(out, key=lambda w: (w[0].created, w[0].namespace, w[0].name))
 
 
-def _pools_of(snapshot: Snapshot, group: PodGroup, queue: str, quotas: Mapping[str, _Pool],
+def _pools_of(snapshot: Snapshot, group: PodGroup, queue: str, quotas: Mapping[str, list[tuple[str, _Pool]]],
               nodes: _Pool | None) -> tuple[list[tuple[str, _Pool]], str]:
-    """The pools a group's need must fit, as (kind, pool), and why it cannot go InQueue at all ("")."""
+    """The pools a group's need must fit, as (kind: ``nodes``, its ClusterQueue's name or
+    ``cohort``, pool), and why it cannot go InQueue at all ("")."""
     pools: list[tuple[str, _Pool]] = [] if nodes is None else [("nodes", nodes)]
     if not queue:
         return pools, ""
     lq = snapshot.local_queues.get(f"{group.namespace}/{queue}")
-    pool = quotas.get(lq.cluster_queue) if lq else None
-    if pool is None:
+    quota = quotas.get(lq.cluster_queue) if lq else None
+    if quota is None:
         return pools, f"LocalQueue {group.namespace}/{queue} or its ClusterQueue does not exist"
-    return pools + [(lq.cluster_queue, pool)], ""
+    return pools + quota, ""
 
 
-def _try_hold(snapshot: Snapshot, group: PodGroup, pods: list[Pod], queue: str, quotas: Mapping[str, _Pool],
-              nodes: _Pool | None) -> Hold | str:
+def _try_hold(snapshot: Snapshot, group: PodGroup, pods: list[Pod], queue: str,
+              quotas: Mapping[str, list[tuple[str, _Pool]]], nodes: _Pool | None) -> Hold | str:
     """The hold of ``group`` if its need fits its pools (taken from them), else why not."""
     pools, why = _pools_of(snapshot, group, queue, quotas, nodes)
     need = _need(group, pods)
@@ -331,7 +356,10 @@ def _try_hold(snapshot: Snapshot, group: PodGroup, pods: list[Pod], queue: str, 
     hold = Hold(key, workload_key(group.namespace, group.name), need, arrived=arrived)
     for kind, pool in pools:
         taken = pool.take(key, need)
-        hold = replace(hold, nodes=taken) if kind == "nodes" else replace(hold, cluster_queue=kind, quota=taken)
+        if kind == "nodes":
+            hold = replace(hold, nodes=taken)
+        elif kind != "cohort":  # the quota of its ClusterQueue: what the solver counts (reservation/5)
+            hold = replace(hold, cluster_queue=kind, quota=taken)
     return hold
 
 

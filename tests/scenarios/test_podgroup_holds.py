@@ -171,3 +171,13 @@ def test_the_holds_are_facts_of_the_quota_tree():
     compiled, _ = compile_snapshot(build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(objs)]))
     assert compiled.lines["reservation"] == ['reservation("default/g","cq","default","cpu",3).']
     assert compiled.lines["reservation_gang"] == ['reservation_gang("default/g","default/podgroup-g").']
+
+
+def test_quota_lent_to_another_queue_of_the_cohort_is_not_free_to_hold():
+    tree = [flavor("default"), cluster_queue("a", {"default": {"cpu": 4}}, cohort="co"),
+            cluster_queue("b", {"default": {"cpu": 4}}, cohort="co"), local_queue("a"), local_queue("b", "team-b")]
+    # b runs 7: 3 of them borrowed from a, whose own quota is unused but lent
+    lent = workload("borrower", queue="team-b", cpu=7, admitted_in=("b", "default"))
+    _, decisions = cycle(tree, held_group(), lent)
+    assert phase(decisions, "g") == "Pending"
+    assert "the unused quota of cohort co has 1" in decisions.statuses["default/g"].message
