@@ -23,7 +23,7 @@ from .config import Config
 from .explain import decode_reasons
 from .facts import render_facts
 from .memo import Memo
-from .objects import CheckState
+from .objects import CheckState, PodSetSpec
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
@@ -223,8 +223,9 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
     units = resource_units(snapshot, selection.fixed + selection.ranked)
     nodes = node_classes(snapshot, selection.fixed + selection.ranked) if snapshot.nodes else None
     held: dict[tuple[str, str], tuple[str, ...]] = {}
+    stranded: dict[str, list[tuple[PodSetSpec, dict[str, dict[str, str]]]]] = {}
     if nodes is not None:  # pods admitted before, still gated, take their nodes first
-        held, reserved = _place_held(snapshot, nodes, selection.fixed)
+        held, reserved, stranded = _place_held(snapshot, nodes, selection.fixed)
         if reserved:
             nodes = node_classes(snapshot, selection.fixed + selection.ranked, reserved)
     t1 = time.monotonic()
@@ -237,14 +238,15 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
         def solved_entries() -> tuple[WorkloadEntry, ...]:
             done, _, short = _solve(snapshot, selection, units, policy, time.monotonic() + config.time_budget, memo,
                                     nodes)
-            return _entries(built, done, config, short, _unfit(snapshot, nodes, done), snapshot)
+            return _entries(built, done, config, short, _unfit(snapshot, nodes, done, stranded), snapshot)
         entries = Entries(solved_entries)
         decision, rounds, unsolved = _NOTHING, 0, len(selection.ranked)
         pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None if nodes is None else held
     else:
         done, rounds, cut_short = _solve(snapshot, selection, units, policy, deadline, memo, nodes)
         # the node shortages too are worked out only when the entries are read
-        entries = Entries(lambda: _entries(built, done, config, cut_short, _unfit(snapshot, nodes, done), snapshot))
+        entries = Entries(lambda: _entries(built, done, config, cut_short, _unfit(snapshot, nodes, done, stranded),
+                                          snapshot))
         decision, unsolved = done.decision, len(done.unsolved)
         pinned = None if done.placed is None else {**held, **done.placed.nodes}
     t2 = time.monotonic()
@@ -285,14 +287,18 @@ def _dispatch(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decis
 
 
 def _place_held(snapshot: Snapshot, nodes: NodeClasses, workloads: Iterable[Workload]
-                ) -> tuple[dict[tuple[str, str], tuple[str, ...]], list[tuple[str, Mapping[str, Fraction]]]]:
+                ) -> tuple[dict[tuple[str, str], tuple[str, ...]], list[tuple[str, Mapping[str, Fraction]]],
+                           dict[str, list[tuple[PodSetSpec, dict[str, dict[str, str]]]]]]:
     """Nodes for the gated pods of workloads admitted before this cycle (an apply interrupted
     between admitting and ungating, docs/placement.md): they hold their quota already, so they
     are placed before anything new, first fit on what the nodes have free, a workload's gated
     pods all or none (those that do not fit stay gated until some do). Returns (workload, pod
-    set) -> a node per gated pod, and (node, what a pod takes) per pod placed."""
+    set) -> a node per gated pod, (node, what a pod takes) per pod placed, and for each workload
+    whose gated pods found no nodes, its pod sets (as many pods as are gated) and the flavors they
+    were admitted in (name -> node labels), for its NodesUnfit reasons."""
     pinned: dict[tuple[str, str], tuple[str, ...]] = {}
     reserved: list[tuple[str, Mapping[str, Fraction]]] = []
+    stranded: dict[str, list[tuple[PodSetSpec, dict[str, dict[str, str]]]]] = {}
     free: Mapping[str, Mapping[str, Fraction]] = nodes.node_free
     for w in sorted(workloads, key=lambda w: (-w.priority, w.created, w.key)):
         if w.admission is None or w.finished or w.evict or not ready(w.checks):
@@ -304,16 +310,18 @@ def _place_held(snapshot: Snapshot, nodes: NodeClasses, workloads: Iterable[Work
                         and p.phase not in ("Succeeded", "Failed"))
             labels = _node_selector(snapshot, a.flavors)
             if gated and labels is not None and a.name in sets:
-                asks.append((a.name, (sets[a.name], labels, gated)))
+                asks.append((", ".join(sorted(set(a.flavors.values()))), (sets[a.name], labels, gated)))
         if not asks:
             continue
         found, after = first_fit(nodes, free, [ask for _, ask in asks])
         if all(len(on) == ask[2] for on, (_, ask) in zip(found, asks)):
             free = after
-            for on, (name, (ps, _, _)) in zip(found, asks):
-                pinned[w.key, name] = tuple(on)
+            for on, (_, (ps, _, _)) in zip(found, asks):
+                pinned[w.key, ps.name] = tuple(on)
                 reserved += [(n, ps.requests) for n in on]
-    return pinned, reserved
+        else:
+            stranded[w.key] = [(dataclasses.replace(ps, count=n), {flavor: labels}) for flavor, (ps, labels, n) in asks]
+    return pinned, reserved, stranded
 
 
 def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, str] | None:
@@ -511,12 +519,14 @@ def _borrowing(snapshot: Snapshot, workloads: list[Workload], decision: Decision
         for f, r in pairs))
 
 
-def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
-           done: _Round) -> Callable[[Workload, tuple[Reason, ...]], tuple[Reason, ...]] | None:
+def _unfit(snapshot: Snapshot, nodes: NodeClasses | None, done: _Round,
+           stranded: Mapping[str, list[tuple[PodSetSpec, dict[str, dict[str, str]]]]] = {}) -> Callable[[Workload, tuple[Reason, ...]], tuple[Reason, ...]] | None:
     """With Nodes: why a pending workload's pods do not fit on the nodes left free by this
     cycle's placements: a ``NodesUnfit`` reason per pod set that fits with none of its
     ClusterQueue's flavors that quota does not already rule out (by the reasons given so far),
-    or, if each fits alone, for the one that does not fit beside the others; None without Nodes."""
+    or, if each fits alone, for the one that does not fit beside the others; for a workload
+    admitted before, why its gated pods found no nodes (``stranded``: :func:`_place_held`);
+    None without Nodes."""
     if nodes is None or done.placed is None:
         return None
     shapes = free_shapes(nodes, done.placed.free)
@@ -525,6 +535,9 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None,
     held = {"reserved": text} if text else {}
 
     def unfit(w: Workload, reasons: tuple[Reason, ...] = ()) -> tuple[Reason, ...]:
+        if w.admission is not None:
+            return tuple(make_reason("NodesUnfit", **d) for ps, flavor in stranded.get(w.key, ())
+                         for d in [shortage(shapes, ps, flavor)] if d is not None)
         lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
         cq = snapshot.cluster_queues.get(lq.cluster_queue) if lq else None
         names = {fq.flavor for g in cq.resource_groups for fq in g.flavors} if cq else set()
@@ -581,7 +594,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
             already = () if waiting and waiting[0].code == "WaitingForAdmissionChecks" else (
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),)
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w),
-                reasons=already + waiting,
+                reasons=already + waiting + (unfit(w) if unfit is not None else ()),
                 reclaimable=w.succeeded() if w.origin != "workload" else (), admission_checks=w.checks,
                 confirmed=w.confirmed)
         elif w.key in decision.preempting:

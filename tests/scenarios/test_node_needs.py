@@ -155,17 +155,30 @@ def test_pod_anti_affinity_on_the_hostname_puts_one_pod_of_a_gang_per_node():
     assert states(plan)["default/g"] == "pending" and codes(plan, "default/g") == ["NodesUnfit"]
 
 
+def _admitted_group(objs: list[Any], nodes: list[dict[str, Any]], name: str, count: int, cpu: str
+                    ) -> list[dict[str, Any]]:
+    """Gated pods of group ``name`` and its Workload, admitted before (as an apply interrupted
+    between the admission and the ungating leaves them): the admission a first cycle decides."""
+    pods = group(name, count, cpu=cpu)
+    [admit] = [a for a in run(objs, nodes, pods).actions if a.kind == "admit"]
+    sets = [{"name": s["name"], "count": s["count"], "template": {"spec": {"containers": [
+        {"name": "main", "image": "registry.example/app:1", "resources": {"requests": {"cpu": cpu}}}]}}}
+        for s in admit.details["podSets"]]
+    wl = workload(name, pod_sets=sets, admitted_in=("cq", "f"))
+    wl["metadata"]["uid"] = f"u-{name}"
+    for p in pods:
+        p["metadata"]["annotations"]["kueue.x-k8s.io/workload-uid"] = f"u-{name}"
+    return [wl, *pods]
+
+
 def test_admitted_workload_with_gated_pods_gets_nodes_first():
     # admitted before this cycle (apply interrupted before the ungating): its gated pods are ungated
     # each with a node, on the capacity left, before the pending pod is placed
     objs = [flavor("f"), cluster_queue("cq", {"f": {"cpu": 100}}), local_queue("cq")]
-    admitted = group("old", 2, cpu="6")
-    for p in admitted:
-        p["metadata"]["annotations"]["kueue.x-k8s.io/workload-uid"] = "u-old"
-    wl = workload("old", cpu="6", count=2, admitted_in=("cq", "f"))
-    wl["metadata"]["uid"] = "u-old"
     nodes = [node("n1", cpu="8"), node("n2", cpu="8")]
+    admitted = _admitted_group(objs, nodes, "old", 2, "6")
     plan = run(objs, nodes, admitted, pod("new", cpu="6", minute=5))
+    assert not [a for a in plan.actions if a.kind == "admit" and a.target == "default/old"]
     old = [a for a in plan.actions if a.kind == "ungate" and a.target.startswith("default/old-")]
     assert sorted(a.details["nodeSelector"][HOST] for a in old) == ["n1", "n2"]
     assert states(plan)["default/pod-new"] == "pending" and codes(plan, "default/pod-new") == ["NodesUnfit"]
@@ -211,3 +224,13 @@ def test_pod_affinity_on_the_hostname_goes_where_a_matching_pod_runs():
     plan = run(_queue(), nodes, _affinity(pod("p", cpu="1"), {"app": "cache"}),
                _affinity(pod("q", cpu="1", labels={"app": "solo"}), {"app": "solo"}))
     assert codes(plan, "default/pod-p") == ["NodesUnfit"] and len(_pinned(plan, "default/pod-q")) == 1
+
+
+def test_gated_pods_of_an_admitted_workload_that_fit_nowhere_stay_gated_and_say_why():
+    objs = [flavor("f"), cluster_queue("cq", {"f": {"cpu": 100}}), local_queue("cq")]
+    admitted = _admitted_group(objs, [node("n1", cpu="16")], "old", 2, "6")
+    plan = run(objs, node("n1", cpu="8"), admitted)  # the node shrank since
+    assert not [a for a in plan.actions if a.kind == "ungate"]  # never without a node
+    entry = plan.workload("default/old")
+    assert entry.state == "admitted" and [r.code for r in entry.reasons] == ["AlreadyAdmitted", "NodesUnfit"]
+    assert entry.reasons[1].details["fit"] == 1 and entry.reasons[1].details["flavor"] == "f"
