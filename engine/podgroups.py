@@ -31,6 +31,10 @@ then *holds* that capacity until its gang is admitted. Both steps are functions 
 "Idle node capacity" is summed over the schedulable Nodes (allocatable less what the pods bound
 there, or about to be placed, request); a hold is spread over the nodes in name order. Without
 Nodes in the snapshot only quota decides.
+
+Kueue Workloads of a Job are admitted before their pods exist (their admission is their
+InQueue, and holds their quota): with Nodes, :func:`holds` also holds, on the nodes of their
+flavors, what the pods still to come of each admitted one will request.
 """
 
 from __future__ import annotations
@@ -113,8 +117,9 @@ class Hold:
 
 @dataclass(frozen=True)
 class Holds:
-    """The InQueue groups of a snapshot and what they hold before the cycle's solve
-    (:func:`holds`), keyed ``namespace/name``."""
+    """The InQueue groups of a snapshot and what they hold before the cycle's solve, and the
+    nodes held for the pods to come of admitted Kueue Workloads of a Job (:func:`holds`), keyed
+    ``namespace/name``."""
 
     held: Mapping[str, Hold] = field(default_factory=dict)
     dropped: Mapping[str, str] = field(default_factory=dict)  # recorded InQueue, no longer fitting: why
@@ -143,7 +148,13 @@ class Holds:
         for _, taken in holders:
             for _, r, q in taken:
                 total[r] += q
-        return f"{_amounts(total)} ({', '.join(sorted(h for h, _ in holders))})" if holders else ""
+        return f"{_amounts(total)} ({_names(sorted(h for h, _ in holders))})" if holders else ""
+
+
+def _names(names: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names``, and how many more: a reason stays readable."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _amounts(need: Resources) -> str:
@@ -180,7 +191,7 @@ class _Pool:
             if q > have:
                 held = self.holders.get(r, {})
                 also = (f" ({format_quantity(sum(held.values(), Fraction(0)))} reserved for InQueue "
-                        f"group{'s' if len(held) > 1 else ''} {', '.join(sorted(held))})") if held else ""
+                        f"group{'s' if len(held) > 1 else ''} {_names(sorted(held))})") if held else ""
                 return f"needs {r} {format_quantity(q)}, {self.what} has {format_quantity(max(have, Fraction(0)))}{also}"
         return ""
 
