@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .objects import Node, NodeNeeds, PodAffinityTerm
+from .snapshot import HOSTNAME_LEVEL  # the only topology key of pod (anti-)affinity placement honours
 
 __all__ = ["PODS", "Demands", "ScopedTerm"]
 
 PODS = "pods"
-#: The only topology key of pod anti-affinity placement honours (docs/placement.md; the
-#: label placement.HOSTNAME_LABEL pins pods with, which imports this module).
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 _PORT = "hostport/"
 _ANTI = "anti-affinity/"
 _AFFINITY = "pod-affinity/"
@@ -44,15 +42,16 @@ _AFFINITY = "pod-affinity/"
 
 @dataclass(frozen=True)
 class ScopedTerm:
-    """A pod anti-affinity term with the namespace of the pod that carries it (the namespace a
-    term without namespaces means)."""
+    """A pod affinity or anti-affinity term with the namespace of the pod that carries it (the
+    namespace a term without namespaces means)."""
 
     term: PodAffinityTerm
     namespace: str
 
     def matches(self, namespace: str, labels: Mapping[str, str],
                 namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
-        """Whether a pod in ``namespace`` with ``labels`` is one the term keeps away."""
+        """Whether a pod in ``namespace`` with ``labels`` is one the term speaks of (keeps away,
+        or seeks)."""
         t = self.term
         if t.selector is None:
             return False
@@ -66,7 +65,7 @@ class ScopedTerm:
 
 def _scoped(namespace: str, terms: Iterable[PodAffinityTerm]) -> list[ScopedTerm]:
     """The ``terms`` placement honours (topology key: the hostname), scoped to ``namespace``."""
-    return [ScopedTerm(t, namespace) for t in terms if t.topology_key == HOSTNAME_LABEL]
+    return [ScopedTerm(t, namespace) for t in terms if t.topology_key == HOSTNAME_LEVEL]
 
 
 class Demands:

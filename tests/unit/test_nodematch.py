@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from clueue.engine.nodematch import HOSTNAME_LABEL, PODS, Demands
+from clueue.engine.nodematch import PODS, Demands
+from clueue.engine.snapshot import HOSTNAME_LEVEL as HOSTNAME_LABEL
 from clueue.engine.objects import (LabelSelector, Node, NodeNeeds, NodeSelectorRequirement, NodeSelectorTerm,
                                    PodAffinityTerm, Requirement)
 
