@@ -35,6 +35,7 @@ from ..kube.cache import ClusterCache
 from ..kube.connect import connect
 from ..kube.errors import api_errors
 from ..kube.lease import DURATION_S
+from ..kube.dispatch_workers import WorkerReader
 from ..multikueue import MultiKueue, MultiKueueSettings
 from ..multikueue import load_settings as load_multikueue
 from .health import HealthServer
@@ -105,6 +106,9 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
     # The engine and the webhook exclude the controller's namespace: the one it really runs in.
     config = replace(config, controller_namespace=namespace)
     multikueue = load_multikueue(options.config_path)
+    dispatch = getattr(config, "multikueue", None)  # the engine's dispatch settings, where it has them
+    if dispatch is not None and not multikueue.dispatcher_set:  # one default for who nominates
+        multikueue = replace(multikueue, dispatcher_name=dispatch.dispatcher_name)
     stop = stop or threading.Event()
     with _stopped_by_signals(stop):  # from the start: a SIGTERM while starting up stops cleanly too
         return _run(options, policy, config, namespace, stop, multikueue)
@@ -162,6 +166,8 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
                              leading=lambda: elector.leading if elector is not None else True,
                              workloads=lambda: [d.body for d in cache.documents("Workload")]).start()
         parts.append(workers.stop)
+        reader = WorkerReader()  # what each worker has free, for the engine's dispatch (docs/dispatch.md)
+        controller.workers = lambda: reader.views(workers.registry.clients())
         if options.leader_elect:
             def started() -> None:
                 controller.wake()

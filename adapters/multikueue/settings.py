@@ -47,6 +47,8 @@ class MultiKueueSettings:
         dispatcher_name: who nominates worker clusters; with AllAtOnce an empty
             ``nominatedClusterNames`` means every active cluster of the check's config.
         sync_period: seconds between two passes of the MultiKueue loop.
+        dispatcher_set: whether the Configuration names the dispatcher (else the engine's
+            default applies, docs/dispatch.md).
     """
 
     gc_interval: float = 60.0
@@ -54,6 +56,7 @@ class MultiKueueSettings:
     worker_lost_timeout: float = 900.0
     dispatcher_name: str = ALL_AT_ONCE
     sync_period: float = 2.0
+    dispatcher_set: bool = False
 
 
 def go_duration(value: Any, where: str) -> float:
@@ -106,7 +109,7 @@ def parse_settings(section: Any, source: str = "the Configuration") -> MultiKueu
     if sync <= 0:
         raise SnapshotError("multiKueue.syncPeriod: expected a positive duration", source=source)
     return MultiKueueSettings(gc_interval=gc, origin=origin, worker_lost_timeout=lost, dispatcher_name=dispatcher,
-                              sync_period=sync)
+                              sync_period=sync, dispatcher_set="dispatcherName" in section)
 
 
 def load_settings(path: str | None) -> MultiKueueSettings:
