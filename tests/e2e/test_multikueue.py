@@ -561,8 +561,9 @@ def test_unresponsive_worker_lost_then_back_with_a_duplicate(clusters: Clusters)
 def test_clueue_controller_on_the_manager_reserves_dispatches_and_admits(clusters: Clusters, tmp_path: Path) -> None:
     """`clueue controller` on the manager, end to end: its engine reserves the global quota of a
     ClusterQueue with the MultiKueue check (check Pending), its MultiKueue dispatches the copies
-    and makes the check Ready on the first admission, the engine then admits; the copy finishing
-    in the worker finishes the Workload in the manager."""
+    and makes the check Ready on the first admission, the engine then admits; a worker losing the
+    copy requeues it (Retry, evicted and reserved again by the engine) and it runs on the other;
+    the copy finishing in the worker finishes the Workload in the manager."""
     config = tmp_path / "config.yaml"
     config.write_text("apiVersion: clueue.dev/v1\nkind: Configuration\nmultiKueue:\n  syncPeriod: 500ms\n"
                       "  gcInterval: 1m\n  workerLostTimeout: 1m\n"
@@ -603,9 +604,18 @@ def test_clueue_controller_on_the_manager_reserves_dispatches_and_admits(cluster
         assert (get(clusters.api, "workloads", "job", ns) or {})["status"]["clusterName"] == "worker1", \
             "the engine's writes keep clusterName"
         assert metric(port, "clueue_multikueue_admitted_total", cluster="worker1") == 1
-        set_copy_status(clusters, "worker1", ns, ("Finished", "True", "Succeeded"))
+        # worker1 loses the copy: Retry, the engine evicts and requeues, it is dispatched again.
+        with clusters.worker_api("worker1") as api:
+            client.CustomObjectsApi(api).delete_namespaced_custom_object(G, V, ns, "workloads", "job")
+        wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT,
+                   "copies in both workers again, after the requeue", proc=proc)
+        admit_copy(clusters, "worker2", ns)
+        assert wait_ready_on(clusters, ns) == "worker2"
+        wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Admitted").get("status") == "True",
+                   WAIT, "admitted again in the manager", proc=proc)
+        set_copy_status(clusters, "worker2", ns, ("Finished", "True", "Succeeded"))
         wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Finished").get("status") == "True",
                    WAIT, "Finished in the manager", proc=proc)
-        wait_until(lambda: copy_in(clusters, "worker1", ns) is None, WAIT, "the copy removed", proc=proc)
+        wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the copy removed", proc=proc)
     finally:
         assert stop_controller(proc) == 0
