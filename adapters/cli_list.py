@@ -43,10 +43,11 @@ def list_group() -> None:
 from .cli import _api, _cluster, _cycle, _cycle_options, _guard, _scope_options  # noqa: E402
 from .files import read_documents  # noqa: E402
 
-#: kueuectl's --status values -> the plan's states they select. clueue admits without admission
-#: checks, so no workload only reserves quota: quotareserved selects none.
-STATUSES = {"all": ("admitted", "pending", "inadmissible", "finished"), "pending": ("pending", "inadmissible"),
-            "quotareserved": (), "admitted": ("admitted",), "finished": ("finished",)}
+#: kueuectl's --status values -> the statuses they select: the plan's states, an admitted entry
+#: whose admission checks are not all Ready being ``quotareserved`` (docs/admission-checks.md).
+STATUSES = {"all": ("admitted", "quotareserved", "pending", "inadmissible", "finished"),
+            "pending": ("pending", "inadmissible"), "quotareserved": ("quotareserved",), "admitted": ("admitted",),
+            "finished": ("finished",)}
 _POD_TYPES = ("pod", "pods", "po")
 _WORKLOAD_TYPES = ("workload", "workloads", "wl", "workload.kueue.x-k8s.io", "workloads.kueue.x-k8s.io")
 
@@ -209,14 +210,15 @@ def workloads(paths: tuple[str, ...], scope: Scope, for_: str | None, statuses: 
     now = time.time()
     rows = []
     for w in plan.workloads:
+        status = "quotareserved" if w.phase == "QuotaReserved" else w.state
         # a group that cannot make its Workload yet (incomplete, ...) is no workload to Kueue's tools
-        if (not w.has_workload_object or w.state not in wanted or not scope.shows(w, snapshot) or (target and not _owned_by(w, target, scope.namespace))
+        if (not w.has_workload_object or status not in wanted or not scope.shows(w, snapshot) or (target and not _owned_by(w, target, scope.namespace))
                 or (clusterqueue and w.cluster_queue != clusterqueue) or (localqueue and w.queue != localqueue)):
             continue
         ns, name = w.name.split("/", 1)
         cq_position, lq_position = queues.positions.get(w.name, (None, None))
         rows.append({"namespace": ns, "name": name, "localQueue": w.queue, "clusterQueue": w.cluster_queue,
-                     "status": w.state, "positionInLocalQueue": lq_position, "positionInClusterQueue": cq_position,
+                     "status": status, "positionInLocalQueue": lq_position, "positionInClusterQueue": cq_position,
                      "priority": w.priority, "age": _age(_created(w, snapshot), now)})
     headers = ["NAME", "LOCALQUEUE", "CLUSTERQUEUE", "STATUS", "POSITION IN LQ", "POSITION IN CQ", "PRIORITY", "AGE"]
     keys = ["name", "localQueue", "clusterQueue", "status", "positionInLocalQueue", "positionInClusterQueue",

@@ -295,3 +295,16 @@ def test_a_workload_without_quota_whose_check_asks_to_retry_waits():
     assert codes(plan, "default/w") == ["AdmissionCheckRetry"] and states(plan)["default/w"] == "pending"
     assert "not considered until" in plan.workload("default/w").reasons[0].message
     assert not kinds(plan, "default/w")
+
+
+def test_clueue_list_tells_quota_reserved_from_admitted(tmp_path):
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all([*BASE, checked_queue("prov"), check("prov"),
+                                        reserved("waiting", {"prov": "Pending"}),
+                                        reserved("running", {"prov": "Ready"}, admitted=True)]))
+
+    def names(status: str) -> list[str]:
+        out = CliRunner().invoke(main, ["list", "workloads", str(path), "--status", status, "-o", "json"])
+        assert out.exit_code == 0, out.output
+        return [row["name"] for row in yaml.safe_load(out.output)]
+    assert names("quotareserved") == ["waiting"] and names("admitted") == ["running"]

@@ -40,7 +40,7 @@ def test_status_namespace_and_for_filter():
     assert {r["namespace"] for r in _json("workloads", "-n", "team-b")} == {"team-b"}
     [one] = _json("workloads", "--for", "pod/render-farm")
     assert (one["namespace"], one["name"]) == ("team-a", "pod-render-farm")
-    assert _json("workloads", "--status", "quotareserved") == []  # clueue admits without admission checks
+    assert _json("workloads", "--status", "quotareserved") == []  # the example has no admission checks
 
 
 def test_text_tables_and_clear_errors():
