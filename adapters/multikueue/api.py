@@ -20,7 +20,8 @@ from ..kube.kinds import KUEUE_GROUP, kueue_version
 from ..kube.retry import update_with_retry
 
 __all__ = ["CONTROLLER_NAME", "ORIGIN_LABEL", "ORIGIN_UID_ANNOTATION", "PREBUILT_LABEL", "ALL_AT_ONCE",
-           "INCREMENTAL", "KueueObjects", "condition", "is_true", "with_condition", "setting_condition", "now", "key_of", "EventRecorder",
+           "INCREMENTAL", "KueueObjects", "condition", "is_true", "with_condition", "setting_condition", "now",
+           "key_of", "EventRecorder",
            "COMPONENT"]
 
 log = logging.getLogger("clueue.multikueue")

@@ -7,8 +7,8 @@ manager's Workloads and, in every worker that answers, the copies labelled with 
 origin, and brings each such Workload one step further (:meth:`WorkloadController.reconcile`):
 
 1. **Not (or no longer) holding quota, finished, evicted, being deleted, its check Rejected or
-   Retry**: every copy is deleted; a Retry also clears ``clusterName`` (the workload goes back
-   to pending and is dispatched anew once its check is Pending again).
+   Retry**: every copy is deleted; unless finished, ``clusterName`` is cleared too (the
+   workload goes back to pending and is dispatched anew once its check is Pending again).
 2. **Check Pending, a copy admitted** (``Admitted=True`` in a worker): the copy admitted first
    (the earliest ``Admitted`` transition, then the worker's name) wins. Every other copy is
    deleted first; only once all deletions succeeded is ``status.clusterName`` set (and
@@ -25,10 +25,10 @@ origin, and brings each such Workload one step further (:meth:`WorkloadControlle
    again for this Workload; once every nominated worker did, the check becomes Retry.
 4. **Check Ready**: copies outside ``clusterName`` are duplicates (a worker that came back) and
    are deleted. A Workload of plain pods gets its pods created in the winner now, after
-   every other copy is gone (pods.py), and their status copied back. The winner's ``PodsReady`` condition is copied to the manager, and its
-   ``Finished`` too, which finishes the Workload in the manager. If the winner's copy is gone
-   or evicted there, or the winner has not answered for ``workerLostTimeout``, the check
-   becomes Retry.
+   every other copy is gone (pods.py), and their status copied back. The winner's
+   ``PodsReady`` condition is copied to the manager, and its ``Finished`` too, which finishes
+   the Workload in the manager. If the winner's copy is gone or evicted there, or the winner
+   has not answered for ``workerLostTimeout``, the check becomes Retry.
 
 Copies of a Workload deleted in the manager are deleted at the next pass; copies no pass knew
 about (made before a restart, or while their worker was out of reach) by the garbage collector
@@ -163,8 +163,10 @@ class WorkloadController:
             self.tried.pop(uid, None)
             for worker, copy in mine.items():
                 self.delete_copy(worker, copy, workload, f"the workload is {_what_ended(workload, state)}")
-            if state == "Retry" and status.get("clusterName"):
-                self._set_check(workload, check, "Retry", str(check.get("message", "")), cluster=None)
+            requeued = state == "Retry" or is_true(workload, "Evicted") or not is_true(workload, "QuotaReserved")
+            if requeued and status.get("clusterName") and not is_true(workload, "Finished"):
+                # As Kueue: an evicted workload has run nowhere yet; the dispatcher nominates anew.
+                self._set_check(workload, check, state, str(check.get("message", "")), cluster=None)
             return
         if state == "Ready":
             self._follow(workload, check, mine, copies)

@@ -4,16 +4,18 @@ kube-apiserver, shared by the module's tests (each test works in a namespace of 
 The manager runs clueue's MultiKueue controllers (adapters/multikueue) in this process, with
 short intervals, and the test writes the manager Workload's quota reservation and its MultiKueue
 check (Pending) through the status subresource, as the manager's admission would, so that it
-chooses when; the last test runs ``clueue controller`` on the manager, whose engine does that. In the workers, the first test runs
-``clueue controller`` (real admission); the others act as the worker's admission themselves,
-writing ``Admitted`` on a copy, so that they can choose who admits when.
+chooses when; the last test runs ``clueue controller`` on the manager, whose engine does that.
+In the workers, the first test runs ``clueue controller`` (real admission); the others act as
+the worker's admission themselves, writing ``Admitted`` on a copy, so that they choose who
+admits when.
 
 Seed (KEP-693) integration list, in order: admitted in one (worker running clueue, the other
 without a usable ClusterQueue), admitted at the same time by two (exactly one copy survives),
 rejected by one, a worker without the namespace, a worker that deletes its copy, finished,
-frequent status changes and finished with an error, garbage collection of an orphan, and last (it stops an apiserver):
-unresponsive worker (Active False and an Event), lost-worker timeout, a kubeconfig Secret
-change that reconnects it, and the duplicate left there removed; then the whole manager.
+frequent status changes and finished with an error, garbage collection of an orphan, and (it
+stops an apiserver) an unresponsive worker (Active False and an Event), lost-worker timeout, a
+kubeconfig Secret change that reconnects it, and the duplicate left there removed; then the
+whole manager.
 """
 
 from __future__ import annotations
@@ -428,6 +430,25 @@ def test_worker_deletes_the_copy(clusters: Clusters) -> None:
     # Requeued (the manager's admission reserves again): dispatched anew.
     reserve(clusters, ns, "job")
     wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "a new copy in worker2")
+    delete_workload(clusters, ns)
+
+
+def test_evicted_in_the_manager_deletes_the_copy(clusters: Clusters) -> None:
+    ns = running_on(clusters, "worker1")
+    wl = get(clusters.api, "workloads", "job", ns) or {}
+    stamp = now()
+    wl["status"]["conditions"] = [c for c in wl["status"]["conditions"] if c["type"] != "QuotaReserved"] + [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "evicted",
+         "lastTransitionTime": stamp},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "by the test",
+         "lastTransitionTime": stamp}]
+    wl["status"].pop("admission", None)
+    client.CustomObjectsApi(clusters.api).replace_namespaced_custom_object_status(G, V, ns, "workloads", "job", wl)
+    wait_until(lambda: copy_in(clusters, "worker1", ns) is None, WAIT, "the copy deleted")
+    wait_until(lambda: "clusterName" not in ((get(clusters.api, "workloads", "job", ns) or {}).get("status") or {}),
+               WAIT, "clusterName cleared")
+    assert any("removed the copy from worker worker1: the workload is evicted" in e
+               for e in events_of(clusters, ns, "job"))
     delete_workload(clusters, ns)
 
 
