@@ -64,63 +64,81 @@ def _mirrored_status(local: dict[str, Any], remote: dict[str, Any]) -> dict[str,
 
 
 class PodMirror:
-    """Creates a Workload's pods in its worker and copies their status back to the manager."""
+    """Creates a Workload's pods in its worker and copies their status back to the manager.
+
+    A pass lists this origin's pods once per worker (:meth:`begin_pass`, then lazily); a
+    manager pod is read only to create its copy, or when its copy's resourceVersion changed
+    since its status was last copied, so a steady workload costs no request per pass.
+    """
 
     def __init__(self, manager: client.ApiClient, origin: str) -> None:
         self.manager = manager
         self.core = client.CoreV1Api(manager)
         self.origin = origin
+        self._listed: dict[str, dict[str, dict[str, Any]]] = {}  # this pass: worker -> "ns/name" -> pod
+        self._copied: dict[tuple[str, str], str] = {}  # (worker, "ns/name") -> remote resourceVersion copied
+        self._seen: set[tuple[str, str]] = set()
 
-    def _json(self, api: client.ApiClient, obj: Any) -> dict[str, Any]:
-        return dict(api.sanitize_for_serialization(obj))
+    def begin_pass(self) -> None:
+        """A new pass: list the workers' pods again when needed; forget pods not seen since."""
+        self._listed = {}
+        self._copied = {k: v for k, v in self._copied.items() if k in self._seen}
+        self._seen = set()
 
-    def local_pods(self, workload: dict[str, Any]) -> list[dict[str, Any]]:
-        """The manager pods that own the Workload (by name and uid) and still exist."""
-        namespace = workload["metadata"]["namespace"]
-        pods = []
+    def _remote(self, worker: str, api: client.ApiClient) -> dict[str, dict[str, Any]]:
+        if worker not in self._listed:
+            listed = client.CoreV1Api(api).list_pod_for_all_namespaces(label_selector=f"{ORIGIN_LABEL}={self.origin}")
+            self._listed[worker] = {f"{p.metadata.namespace}/{p.metadata.name}": dict(api.sanitize_for_serialization(p))
+                                    for p in listed.items}
+        return self._listed[worker]
+
+    def _local(self, namespace: str, owner: dict[str, Any]) -> dict[str, Any] | None:
+        """The manager pod an owner reference names, if it still exists (same uid)."""
+        try:
+            pod = dict(self.manager.sanitize_for_serialization(self.core.read_namespaced_pod(owner["name"], namespace)))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return pod if pod["metadata"].get("uid") == owner.get("uid") else None
+
+    def sync(self, worker: str, api: client.ApiClient, workload: dict[str, Any]) -> int:
+        """Create the Workload's missing pods in ``worker`` (``api``), copy the others' status
+        back; how many were created."""
+        namespace, name = workload["metadata"]["namespace"], workload["metadata"]["name"]
+        remote = self._remote(worker, api)
+        created = 0
         for owner in workload["metadata"].get("ownerReferences") or ():
             if owner.get("kind") != "Pod":
                 continue
-            try:
-                pod = self._json(self.manager, self.core.read_namespaced_pod(owner["name"], namespace))
-            except ApiException as e:
-                if e.status == 404:
-                    continue
-                raise
-            if pod["metadata"].get("uid") == owner.get("uid"):
-                pods.append(pod)
-        return pods
-
-    def sync(self, worker: client.ApiClient, workload: dict[str, Any]) -> int:
-        """Create the missing remote pods in ``worker``, copy the others' status back; how many
-        were created."""
-        remote_core = client.CoreV1Api(worker)
-        created = 0
-        for pod in self.local_pods(workload):
-            meta = pod["metadata"]
-            try:
-                remote = self._json(worker, remote_core.read_namespaced_pod(meta["name"], meta["namespace"]))
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-                if meta.get("deletionTimestamp"):
-                    continue
-                remote_core.create_namespaced_pod(meta["namespace"], remote_pod(pod, workload["metadata"]["name"],
-                                                                                 self.origin))
+            key = f"{namespace}/{owner['name']}"
+            self._seen.add((worker, key))
+            theirs = remote.get(key)
+            version = str((theirs or {}).get("metadata", {}).get("resourceVersion", ""))
+            if theirs is not None and self._copied.get((worker, key)) == version:
+                continue  # its status is copied as it is
+            pod = self._local(namespace, owner)
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if theirs is None:
+                client.CoreV1Api(api).create_namespaced_pod(namespace, remote_pod(pod, name, self.origin))
                 created += 1
                 continue
-            status = _mirrored_status(pod, remote)
-            if status != (pod.get("status") or {}) and not meta.get("deletionTimestamp"):
+            status = _mirrored_status(pod, theirs)
+            if status != (pod.get("status") or {}):
                 try:
-                    self.core.replace_namespaced_pod_status(meta["name"], meta["namespace"], {**pod, "status": status})
+                    self.core.replace_namespaced_pod_status(owner["name"], namespace, {**pod, "status": status})
                 except ApiException as e:
                     if e.status not in (404, 409):  # gone, or changed meanwhile: the next pass copies again
                         raise
+                    continue
+            self._copied[(worker, key)] = version
         return created
 
-    def delete(self, worker: client.ApiClient, namespace: str, workload_name: str) -> int:
-        """Delete this origin's pods of the Workload in ``worker``; how many there were."""
-        remote_core = client.CoreV1Api(worker)
+    def delete(self, api: client.ApiClient, namespace: str, workload_name: str) -> int:
+        """Delete this origin's pods of the Workload in the worker ``api`` reaches; how many
+        there were."""
+        remote_core = client.CoreV1Api(api)
         selector = f"{ORIGIN_LABEL}={self.origin},{PREBUILT_LABEL}={workload_name}"
         pods = remote_core.list_namespaced_pod(namespace, label_selector=selector).items
         for pod in pods:

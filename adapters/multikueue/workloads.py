@@ -124,6 +124,7 @@ class WorkloadController:
         """One pass over the manager's ``workloads`` (by key) and the workers' ``copies``;
         ``clusters_of`` gives each valid MultiKueue check's clusters."""
         ours: set[str] = set()
+        self.pods.begin_pass()
         for key, workload in sorted(workloads.items()):
             found = _multikueue_check(workload, clusters_of)
             if found is None:
@@ -265,7 +266,7 @@ class WorkloadController:
         objects = self.registry.active().get(winner)
         if objects is not None and is_made_of_pods(workload) and (is_true(copy, "Admitted") or
                                                                    is_true(copy, "Finished")):
-            created = self.pods.sync(objects.api, workload)  # only now: every other copy is gone
+            created = self.pods.sync(winner, objects.api, workload)  # only now: every other copy is gone
             if created:
                 self.events.record(workload, "Normal", _REASON, f"created the workload's pods in worker {winner}")
         finished = condition(copy, "Finished")
