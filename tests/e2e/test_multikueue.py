@@ -615,12 +615,16 @@ def test_clueue_controller_on_the_manager_reserves_dispatches_and_admits(cluster
         pending = wait_until(lambda: check_of(clusters, ns).get("state") == "Pending" and check_of(clusters, ns),
                              WAIT, "the engine to reserve quota with the check Pending", proc=proc)
         assert pending and cond(get(clusters.api, "workloads", "job", ns), "QuotaReserved").get("status") == "True"
-        wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT,
-                   "copies in both workers", proc=proc)
-        admit_copy(clusters, "worker1", ns)
-        assert wait_ready_on(clusters, ns) == "worker1"
-        wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Admitted").get("status") == "True",
-                   WAIT, "the engine to admit the Workload in the manager", proc=proc)
+
+        def dispatched_then_won_by(worker: str) -> None:
+            wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT,
+                       "copies in both workers", proc=proc)
+            admit_copy(clusters, worker, ns)
+            assert wait_ready_on(clusters, ns) == worker
+            wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Admitted").get("status") == "True",
+                       WAIT, "the engine to admit the Workload in the manager", proc=proc)
+
+        dispatched_then_won_by("worker1")
         assert copy_in(clusters, "worker2", ns) is None
         assert (get(clusters.api, "workloads", "job", ns) or {})["status"]["clusterName"] == "worker1", \
             "the engine's writes keep clusterName"
@@ -628,12 +632,7 @@ def test_clueue_controller_on_the_manager_reserves_dispatches_and_admits(cluster
         # worker1 loses the copy: Retry, the engine evicts and requeues, it is dispatched again.
         with clusters.worker_api("worker1") as api:
             client.CustomObjectsApi(api).delete_namespaced_custom_object(G, V, ns, "workloads", "job")
-        wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT,
-                   "copies in both workers again, after the requeue", proc=proc)
-        admit_copy(clusters, "worker2", ns)
-        assert wait_ready_on(clusters, ns) == "worker2"
-        wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Admitted").get("status") == "True",
-                   WAIT, "admitted again in the manager", proc=proc)
+        dispatched_then_won_by("worker2")  # after the requeue
         set_copy_status(clusters, "worker2", ns, ("Finished", "True", "Succeeded"))
         wait_until(lambda: cond(get(clusters.api, "workloads", "job", ns), "Finished").get("status") == "True",
                    WAIT, "Finished in the manager", proc=proc)
