@@ -4,7 +4,7 @@ A cycle's set of object hashes (16 bytes each) would cost 240 kB per cycle on a 
 15,000 objects, though a cycle changes few of them. So a manifest is either a *keyframe* (every
 hash) or a *delta* on the manifest before it (the hashes added and removed). A new keyframe is
 written when the chain since the last one has grown long (:data:`CHAIN`) or its deltas add up to
-half the set, so reading a cycle's set walks at most that many small rows. Cycles whose set did
+the set's size, so reading a cycle's set reads at most about twice a keyframe. Cycles whose set did
 not change share a manifest.
 """
 
@@ -59,7 +59,7 @@ class ManifestWriter:
             if not added and not removed:
                 return last.manifest, 0, 0
             drift = last.drift + len(added) + len(removed)
-            if last.chain < CHAIN and drift <= max(64, len(hashes) // 2):
+            if last.chain < CHAIN and drift <= max(64, len(hashes)):
                 cur = conn.execute("INSERT INTO manifests (base, added, removed, objects) VALUES (?, ?, ?, ?)",
                                    (last.manifest, pack(added), pack(removed), len(hashes)))
                 self._last = _Last(int(cur.lastrowid or 0), hashes, last.chain + 1, drift)

@@ -15,30 +15,15 @@ Objects without a resourceVersion (read from files) are hashed every time.
 from __future__ import annotations
 
 import hashlib
-import json
-import zlib
 from typing import Any, Iterable, Mapping
 
 from clueue.engine import Document
 
-__all__ = ["HASH_BYTES", "ObjectHasher", "encode", "decode", "canonical", "document_of"]
+from .codec import dumps
+
+__all__ = ["HASH_BYTES", "ObjectHasher", "document_of"]
 
 HASH_BYTES = 16
-_LEVEL = 6  # zlib: most of the gain of 9 at a third of its time
-
-
-def canonical(value: Any) -> bytes:
-    """The canonical JSON of ``value``: sorted keys, no spaces, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def encode(value: Any) -> bytes:
-    """``value`` as compressed canonical JSON."""
-    return zlib.compress(canonical(value), _LEVEL)
-
-
-def decode(data: bytes) -> Any:
-    return json.loads(zlib.decompress(data))
 
 
 def _identity(doc: Document) -> tuple[str, str] | None:
@@ -57,10 +42,10 @@ class ObjectHasher:
         self._known: dict[str, tuple[str, bytes]] = {}  # source -> (resourceVersion, hash)
 
     def hashes(self, documents: Iterable[Document]) -> tuple[dict[bytes, Document], dict[bytes, bytes]]:
-        """The hash of each document, and the encoded content of those hashed anew.
+        """The hash of each document, and the JSON of those hashed anew.
 
         Returns ``(by_hash, encoded)``: every document by its hash; and, for the documents that
-        were not known at their version, their compressed record (to store if the store lacks it).
+        were not known at their version, their record's JSON (to store if the store lacks it).
         """
         by_hash: dict[bytes, Document] = {}
         encoded: dict[bytes, bytes] = {}
@@ -71,10 +56,9 @@ class ObjectHasher:
             if ident and hit and hit[0] == ident[1]:
                 digest = hit[1]
             else:
-                text = json.dumps({"source": doc.source, "body": doc.body}, separators=(",", ":"),
-                                  ensure_ascii=False).encode()
+                text = dumps({"source": doc.source, "body": doc.body})
                 digest = hashlib.sha256(text).digest()[:HASH_BYTES]
-                encoded[digest] = zlib.compress(text, _LEVEL)
+                encoded[digest] = text
             if ident:
                 known[ident[0]] = (ident[1], digest)
             by_hash[digest] = doc

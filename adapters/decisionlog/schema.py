@@ -25,7 +25,10 @@ class DecisionLogError(AdapterError):
 
 _TABLES = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
--- Each snapshot object once, by the hash of its content: zlib of {"source": ..., "body": ...}.
+-- Preset zlib dictionaries, one per kind of row (codec.py). Every value below is a dictionary's
+-- id in two bytes (0: none), then zlib of its JSON.
+CREATE TABLE dictionaries (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, data BLOB NOT NULL);
+-- Each snapshot object once, by the hash of its content: {"source": ..., "body": ...}.
 CREATE TABLE objects (hash BLOB PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL)
     WITHOUT ROWID;
 -- The set of objects of a cycle's snapshot: a keyframe (base NULL: added holds every hash) or
@@ -35,7 +38,7 @@ CREATE TABLE manifests (id INTEGER PRIMARY KEY, base INTEGER REFERENCES manifest
 -- Policies (kind "policy": the files) and Configurations (kind "config"), by digest.
 CREATE TABLE blobs (digest TEXT NOT NULL, kind TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (kind, digest))
     WITHOUT ROWID;
--- One row per cycle; record is zlib of its record without "workloads" (those are in states).
+-- One row per cycle; record is its record without "workloads" (those are in states).
 CREATE TABLE cycles (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, origin TEXT NOT NULL,
     snapshot_digest TEXT NOT NULL, policy_digest TEXT NOT NULL, config_digest TEXT NOT NULL,
     manifest INTEGER REFERENCES manifests(id), record BLOB NOT NULL);

@@ -15,13 +15,14 @@ from typing import Any, Iterable, Mapping, Sequence
 from clueue.engine import Document
 
 from .manifests import ManifestWriter, resolve
-from .objects import decode, document_of, encode
+from .codec import Codec, dumps
+from .objects import document_of
 from .records import DELETED
 from .schema import DecisionLogError, check_version, create
 
 __all__ = ["DecisionLog", "NewObject"]
 
-NewObject = tuple[bytes, str, str, bytes]  # hash, kind, name, compressed record
+NewObject = tuple[bytes, str, str, bytes]  # hash, kind, name, the record's JSON
 
 
 class DecisionLog:
@@ -31,6 +32,7 @@ class DecisionLog:
         self.conn = conn
         self.path = path
         self.manifests = ManifestWriter()
+        self.codec = Codec(conn)
         self._last_written: int | None = None  # the id of the last cycle this writer wrote
         self._blobs: set[tuple[str, str]] = set()  # (kind, digest) known to be stored
 
@@ -82,7 +84,7 @@ class DecisionLog:
         rows = self.conn.execute(
             f"SELECT s.data FROM states s JOIN (SELECT max(id) AS id FROM states {bound} GROUP BY workload) m "
             "ON s.id = m.id", () if cycle is None else (cycle,))
-        states = (decode(data) for (data,) in rows)
+        states = (self.codec.decode(data) for (data,) in rows)
         return {s["name"]: s for s in states if s["state"] != DELETED}
 
     def written_by_another(self) -> bool:
@@ -102,11 +104,17 @@ class DecisionLog:
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT OR IGNORE INTO objects (hash, kind, name, data) VALUES (?, ?, ?, ?)", new_objects)
+            by_kind: dict[str, list[NewObject]] = {}
+            for new in new_objects:
+                by_kind.setdefault(new[1], []).append(new)
+            for kind, news in by_kind.items():
+                packed = self.codec.pack(kind, [raw for _, _, _, raw in news])
+                conn.executemany("INSERT OR IGNORE INTO objects (hash, kind, name, data) VALUES (?, ?, ?, ?)",
+                                 [(h, k, name, data) for (h, k, name, _), data in zip(news, packed)])
             for kind, digest, value in blobs:
                 if (kind, digest) not in self._blobs:
                     conn.execute("INSERT OR IGNORE INTO blobs (digest, kind, data) VALUES (?, ?, ?)",
-                                 (digest, kind, encode(value)))
+                                 (digest, kind, self.codec.encode(None, value)))
                     self._blobs.add((kind, digest))
             manifest, added, removed = (None, 0, 0) if hashes is None else self.manifests.write(conn, hashes)
             cur = conn.execute(
@@ -118,14 +126,16 @@ class DecisionLog:
             full = {**record, "id": cycle}
             if hashes is not None:
                 full["objects"] = {"total": len(hashes), "added": added, "removed": removed}
-            conn.execute("UPDATE cycles SET record = ? WHERE id = ?", (encode(full), cycle))
+            conn.execute("UPDATE cycles SET record = ? WHERE id = ?", (self.codec.encode("cycle", full), cycle))
+            packed = self.codec.pack("state", [dumps(s) for s in states])
             conn.executemany("INSERT INTO states (workload, cycle, time, state, data) VALUES (?, ?, ?, ?, ?)",
-                             [(s["name"], cycle, time, s["state"], encode(s)) for s in states])
+                             [(s["name"], cycle, time, s["state"], data) for s, data in zip(states, packed)])
             conn.execute("COMMIT")
         except BaseException as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self.manifests.forget()
+            self.codec.forget()
             self._blobs.clear()
             if isinstance(e, sqlite3.Error):
                 raise DecisionLogError(f"cannot write to decision log {self.path}: {e}") from e
@@ -156,7 +166,7 @@ class DecisionLog:
                                         (rows[0][0], rows[-1][0])).fetchall())
         out = []
         for cycle, data in rows:
-            record = decode(data)
+            record = self.codec.decode(data)
             record["actionCount"] = len(record.pop("actions", []))
             record["changes"] = counts.get(cycle, 0)
             out.append(record)
@@ -171,8 +181,8 @@ class DecisionLog:
         row = self.conn.execute("SELECT record FROM cycles WHERE id = ?", (cycle,)).fetchone()
         if row is None:
             raise DecisionLogError(self._unknown(cycle))
-        record = decode(row[0])
-        record["workloads"] = [decode(d) for (d,) in self.conn.execute(
+        record = self.codec.decode(row[0])
+        record["workloads"] = [self.codec.decode(d) for (d,) in self.conn.execute(
             "SELECT data FROM states WHERE cycle = ? ORDER BY id", (cycle,))]
         return record
 
@@ -201,7 +211,7 @@ class DecisionLog:
         for i in range(0, len(wanted), 500):  # SQLite's bound on a statement's parameters
             part = wanted[i:i + 500]
             rows = self.conn.execute(f"SELECT data FROM objects WHERE hash IN ({','.join('?' * len(part))})", part)
-            docs += [document_of(decode(data)) for (data,) in rows]
+            docs += [document_of(self.codec.decode(data)) for (data,) in rows]
         if len(docs) != len(hashes):
             raise DecisionLogError(f"cycle {cycle}: {len(hashes) - len(docs)} of its objects are missing from {self.path}")
         return docs
@@ -215,11 +225,11 @@ class DecisionLog:
         row = self.conn.execute("SELECT data FROM blobs WHERE kind = ? AND digest = ?", (kind, digest)).fetchone()
         if row is None:
             raise DecisionLogError(f"the {kind} {digest} is not in decision log {self.path}")
-        return decode(row[0])
+        return self.codec.decode(row[0])
 
     def history(self, workload: str) -> list[tuple[int, float, dict[str, Any]]]:
         """Every state recorded for ``workload``: (cycle, time, state), oldest first."""
-        return [(c, t, decode(d)) for c, t, d in self.conn.execute(
+        return [(c, t, self.codec.decode(d)) for c, t, d in self.conn.execute(
             "SELECT cycle, time, data FROM states WHERE workload = ? ORDER BY cycle, id", (workload,))]
 
     def workloads_like(self, name: str, limit: int = 10) -> list[str]:

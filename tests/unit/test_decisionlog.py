@@ -130,10 +130,9 @@ def test_the_recorded_configuration_reads_back_as_it_was() -> None:
 def test_replay_refuses_a_tampered_policy(recorder: Recorder) -> None:
     record(recorder, objects(A), T0)
     digest = recorder.log.record(1)["policyDigest"]
-    from clueue.adapters.decisionlog.objects import encode
     files = recorder.log.blob("policy", digest)
     files[0]["text"] += '\n#script (python)\nimport os\n#end.\n'
-    recorder.log.conn.execute("UPDATE blobs SET data = ? WHERE kind = 'policy'", (encode(files),))
+    recorder.log.conn.execute("UPDATE blobs SET data = ? WHERE kind = 'policy'", (recorder.log.codec.encode(None, files),))
     with pytest.raises(Exception, match="forbidden"):
         load_recorded(recorder.log, 1)
 
