@@ -233,8 +233,14 @@ class WorkloadController:
         try:
             objects.create("workloads", namespace, remote_copy(source, self.settings.origin))
         except ApiException as e:
-            if e.status == 409:  # made by the previous pass, not listed yet
-                tried.created.add(worker)
+            if e.status == 409:  # ours from the previous pass (not listed yet), or someone else's
+                there = objects.get("workloads", workload["metadata"]["name"], namespace) or {}
+                if ((there.get("metadata") or {}).get("labels") or {}).get(ORIGIN_LABEL) == self.settings.origin:
+                    tried.created.add(worker)
+                    return
+                tried.refused[worker] = "a Workload of that name, not this manager's copy, exists there"
+                self.events.record(workload, "Warning", _REASON, f"cannot dispatch the workload to worker {worker}: "
+                                   f"{tried.refused[worker]}")
                 return
             why = f"namespace {namespace} does not exist there" if e.status == 404 else f"HTTP {e.status} {e.reason}"
             self.events.record(workload, "Warning", _REASON, f"cannot dispatch the workload to worker {worker}: {why}")

@@ -417,6 +417,25 @@ def test_worker_without_the_namespace(clusters: Clusters) -> None:
     delete_workload(clusters, ns)
 
 
+def test_a_worker_with_another_workload_of_that_name(clusters: Clusters) -> None:
+    ns = namespace_in(clusters)
+    with clusters.worker_api("worker1") as api:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, ns, "workloads", {
+            "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+    submit(clusters, ns)
+    events = wait_until(lambda: [e for e in events_of(clusters, ns, "job") if "not this manager's copy" in e], WAIT,
+                        "a Warning Event")
+    assert events[0].startswith("Warning MultiKueue: cannot dispatch the workload to worker worker1")
+    wait_until(lambda: copy_in(clusters, "worker2", ns), WAIT, "the copy in worker2")
+    admit_copy(clusters, "worker2", ns)
+    assert wait_ready_on(clusters, ns) == "worker2"
+    mine = copy_in(clusters, "worker1", ns) or {}
+    assert "kueue.x-k8s.io/multikueue-origin" not in (mine["metadata"].get("labels") or {}), "left alone"
+    delete_workload(clusters, ns)
+
+
 def test_worker_deletes_the_copy(clusters: Clusters) -> None:
     ns = running_on(clusters, "worker1")
     with clusters.worker_api("worker1") as api:
