@@ -1,0 +1,136 @@
+"""Optimized dispatch against real control planes (docs/dispatch.md): a manager and two workers,
+each its own etcd and kube-apiserver. ``clueue controller`` on the manager reads what each
+worker has free (adapters/kube/dispatch_workers.py, through the MultiKueue adapter's clients)
+and nominates exactly the worker with room; its MultiKueue adapter copies the Workload there
+alone. Also: the worker reader on its own against a real worker."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clueue.adapters.kube.dispatch_workers import WorkerReader, read_worker
+from clueue.engine.dispatch_workers import worker_capacity
+from tests.e2e.controller_harness import (CONTROLLER_NS, controller_log, metric, metrics_port, start_controller,
+                                          stop_controller, wait_until)
+from tests.testenv.build import ensure_binaries
+from tests.testenv.control_plane import ControlPlane
+
+G, V = "kueue.x-k8s.io", "v1beta1"
+WAIT = 90.0  # a guard against hanging, not a measure of speed
+ROOM = {"worker1": "1", "worker2": "8"}  # cpu quota of each worker's ClusterQueue
+
+
+def _queues(api: client.ApiClient, ns: str, cpu: str, *, check: bool = False) -> None:
+    """ResourceFlavor default, ClusterQueue ``ns`` of ``cpu`` (with the MultiKueue check on the
+    manager), LocalQueue ``ns``/lq."""
+    custom = client.CustomObjectsApi(api)
+    try:  # shared by the module's tests
+        custom.create_cluster_custom_object(G, V, "resourceflavors", {
+            "apiVersion": f"{G}/{V}", "kind": "ResourceFlavor", "metadata": {"name": "default"}, "spec": {}})
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    custom.create_cluster_custom_object(G, V, "clusterqueues", {
+        "apiVersion": f"{G}/{V}", "kind": "ClusterQueue", "metadata": {"name": ns}, "spec": {
+            "namespaceSelector": {}, **({"admissionChecks": ["multikueue"]} if check else {}),
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": "default", "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}})
+    custom.create_namespaced_custom_object(G, V, ns, "localqueues", {
+        "apiVersion": f"{G}/{V}", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns},
+        "spec": {"clusterQueue": ns}})
+
+
+@pytest.fixture(scope="module")
+def planes() -> Iterator[tuple[ControlPlane, dict[str, ControlPlane]]]:
+    binaries = ensure_binaries()
+    with ControlPlane(binaries) as manager, ControlPlane(binaries) as w1, ControlPlane(binaries) as w2:
+        yield manager, {"worker1": w1, "worker2": w2}
+
+
+def test_the_worker_reader_reads_a_real_workers_free_quota(planes: tuple[ControlPlane, dict[str, ControlPlane]]):
+    _, workers = planes
+    ns = f"d-{uuid.uuid4().hex[:6]}"
+    plane = workers["worker2"]
+    plane.create_namespace(ns)
+    with plane.api_client() as api:
+        _queues(api, ns, ROOM["worker2"])
+        view = read_worker("worker2", api)
+        room = worker_capacity(view).queue_for(ns, "lq")
+        assert room is not None and room.free == {("default", "cpu"): 8}
+        ticks = iter([100.0, 105.0, 130.0])
+        reader = WorkerReader(refresh_seconds=20, clock=lambda: next(ticks))
+        assert reader.views({"worker2": api})["worker2"].age == 0
+        assert reader.views({"worker2": api})["worker2"].age == 5  # not read again before refresh_seconds
+        assert reader.views({"worker2": api})["worker2"].age == 0  # read again
+
+
+def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[ControlPlane, dict[str, ControlPlane]],
+                                                               tmp_path: Path):
+    manager, workers = planes
+    manager.create_namespace(CONTROLLER_NS)
+    ns = f"d-{uuid.uuid4().hex[:6]}"
+    manager.create_namespace(ns)
+    api = manager.api_client()
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    for name, plane in workers.items():
+        plane.create_namespace(ns)
+        with plane.api_client() as worker_api:
+            _queues(worker_api, ns, ROOM[name])
+        core.create_namespaced_secret(CONTROLLER_NS, {"metadata": {"name": f"{name}-kubeconfig"}, "data": {
+            "kubeconfig": base64.b64encode(plane.kubeconfig.read_bytes()).decode()}})
+        custom.create_cluster_custom_object(G, V, "multikueueclusters", {
+            "apiVersion": f"{G}/{V}", "kind": "MultiKueueCluster", "metadata": {"name": name},
+            "spec": {"kubeConfig": {"location": f"{name}-kubeconfig", "locationType": "Secret"}}})
+    custom.create_cluster_custom_object(G, V, "multikueueconfigs", {
+        "apiVersion": f"{G}/{V}", "kind": "MultiKueueConfig", "metadata": {"name": "two"},
+        "spec": {"clusters": sorted(workers)}})
+    custom.create_cluster_custom_object(G, V, "admissionchecks", {
+        "apiVersion": f"{G}/{V}", "kind": "AdmissionCheck", "metadata": {"name": "multikueue"},
+        "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                 "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": "two"}}})
+    _queues(api, ns, "16", check=True)
+    config = tmp_path / "config.yaml"  # the default dispatcher: Optimized
+    config.write_text("apiVersion: clueue.dev/v1\nkind: Configuration\nmultiKueue:\n  syncPeriod: 500ms\n")
+    proc = start_controller(manager, "--config", str(config), "--batch-window", "0.05")
+    try:
+        port = metrics_port(proc)
+        for worker in workers:
+            wait_until(lambda w=worker: metric(port, "clueue_multikueue_worker_active", cluster=w) == 1, WAIT,
+                       f"{worker} active", proc=proc)
+        custom.create_namespaced_custom_object(G, V, ns, "workloads", {
+            "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}]}}}]}})
+
+        def status() -> dict[str, Any]:
+            return custom.get_namespaced_custom_object(G, V, ns, "workloads", "job").get("status") or {}
+
+        wait_until(lambda: status().get("nominatedClusterNames") == ["worker2"], WAIT,
+                   "the Workload nominated to worker2 alone", proc=proc)
+        with workers["worker2"].api_client() as w2:
+            wait_until(lambda: _copy(w2, ns) is not None, WAIT, "its copy in worker2", proc=proc)
+        with workers["worker1"].api_client() as w1:
+            assert _copy(w1, ns) is None, "no copy where it does not fit"
+        events = core.list_namespaced_event(ns).items
+        assert any(e.reason == "Nominated" and "worker2" in e.message for e in events), controller_log(proc)[-2000:]
+    finally:
+        assert stop_controller(proc) == 0, controller_log(proc)[-2000:]
+        api.close()
+
+
+def _copy(api: client.ApiClient, ns: str) -> dict[str, Any] | None:
+    try:
+        return client.CustomObjectsApi(api).get_namespaced_custom_object(G, V, ns, "workloads", "job")
+    except client.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
