@@ -137,6 +137,12 @@ class KueueObjects:
                 return False
             raise
 
+    def replace(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Write a namespaced object's spec and metadata (with its resourceVersion: a conflict raises)."""
+        meta = body["metadata"]
+        return dict(self.custom.replace_namespaced_custom_object(KUEUE_GROUP, self.version, meta["namespace"], plural,
+                                                                 meta["name"], body))
+
     def update_status(self, plural: str, body: dict[str, Any],
                       change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
         """Write ``change(object)``'s status (None: nothing to change) with the object's

@@ -58,6 +58,7 @@ Copies = dict[str, dict[str, dict[str, Any]]]  # worker -> "namespace/name" -> i
 _REASON = "MultiKueue"  # Kueue's Event reason for every MultiKueue step
 _COPIED_BACK = ("PodsReady",)  # conditions of the winner's copy shown on the manager Workload
 _KEEP = object()  # _set_check: leave clusterName as it is
+_PRIORITY = ("priority", "priorityClassName", "priorityClassSource", "priorityClassRef")  # kept in step on copies
 
 
 def rejection(copy: dict[str, Any]) -> str:
@@ -157,6 +158,7 @@ class WorkloadController:
                 self.delete_copy(worker, copy, None, "a copy of an earlier Workload of that name")
             else:
                 mine[worker] = copy
+                self._follow_priority(worker, copy, workload)
         status = workload.get("status") or {}
         done = (is_true(workload, "Finished") or meta.get("deletionTimestamp") or not is_true(workload, "QuotaReserved")
                 or is_true(workload, "Evicted") or state in ("Rejected", "Retry"))
@@ -289,6 +291,22 @@ class WorkloadController:
         self._copy_back(workload, copy, _COPIED_BACK)
 
     # -- writes ----------------------------------------------------------------------------------
+    def _follow_priority(self, worker: str, copy: dict[str, Any], workload: dict[str, Any]) -> None:
+        """A priority changed in the manager is changed in the copy too (as Kueue does), the
+        only change of spec a copy follows."""
+        spec, theirs = workload.get("spec") or {}, copy.get("spec") or {}
+        if all(spec.get(f) == theirs.get(f) for f in _PRIORITY):
+            return
+        objects = self.registry.active().get(worker)
+        if objects is None or objects.version != self.manager.version:
+            return  # the field names may differ between versions: left to a copy made anew
+        changed = {k: v for k, v in theirs.items() if k not in _PRIORITY}
+        changed.update({f: spec[f] for f in _PRIORITY if f in spec})
+        try:
+            copy.update(objects.replace("workloads", {**copy, "spec": changed}))
+        except Exception as e:  # noqa: BLE001 - a conflict or an outage: the next pass tries again
+            log.info("updating the priority of the copy of %s in worker %s failed: %s", key_of(copy), worker, e)
+
     def delete_copy(self, worker: str, copy: dict[str, Any], workload: dict[str, Any] | None, why: str) -> bool:
         """Delete a copy (that uid only), and its pods first; True once it is gone. ``workload``
         (None: none in the manager) gets an Event saying ``why``."""

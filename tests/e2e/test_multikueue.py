@@ -391,6 +391,18 @@ def test_copies_follow_the_nominated_clusters(clusters: Clusters) -> None:
     delete_workload(clusters, ns)
 
 
+def test_a_priority_change_reaches_the_copies(clusters: Clusters) -> None:
+    ns = namespace_in(clusters)
+    submit(clusters, ns)
+    wait_until(lambda: copy_in(clusters, "worker1", ns) and copy_in(clusters, "worker2", ns), WAIT, "two copies")
+    client.CustomObjectsApi(clusters.api).patch_namespaced_custom_object(G, V, ns, "workloads", "job",
+                                                                         {"spec": {"priority": 7}})
+    for worker in WORKERS:
+        wait_until(lambda w=worker: (copy_in(clusters, w, ns) or {}).get("spec", {}).get("priority") == 7, WAIT,
+                   f"the priority in {worker}'s copy")
+    delete_workload(clusters, ns)
+
+
 def test_rejected_by_one(clusters: Clusters) -> None:
     ns = namespace_in(clusters)
     submit(clusters, ns)
