@@ -115,13 +115,12 @@ class Recorder:
             hashes = frozenset(by_hash)
             new_objects = [(h, *_kind_and_name(by_hash[h]), data) for h, data in encoded.items()]
         states, memory = self.tracker.changes(plan.workloads) if plan is not None else ([], None)
-        record = cycle_record(cycle_id=0, time=started, origin=self.origin, plan=plan,
+        record = cycle_record(time=started, origin=self.origin, plan=plan,
                               snapshot_digest=plan.snapshot_digest if plan else "",
                               policy_digest=plan.policy_digest if plan else self._policy_digest,
-                              config_digest=self.config_digest, workloads=[], phases=phases, error=error)
+                              config_digest=self.config_digest, phases=phases, error=error)
         if documents is not None:
             record["snapshotNotices"] = list(snapshot_notices)
-        del record["workloads"]
         blobs = [("policy", record["policyDigest"], self._policy_files),
                  ("config", self.config_digest, self.config_doc)]
         try:

@@ -120,26 +120,21 @@ class StateTracker:
         self._last = memory
 
 
-def cycle_record(*, cycle_id: int, time: float, origin: str, plan: Plan | None, snapshot_digest: str,
-                 policy_digest: str, config_digest: str, workloads: list[dict[str, Any]],
-                 phases: Mapping[str, float] | None = None, error: str = "",
-                 objects: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """The record of one cycle, as both sinks write it."""
+def cycle_record(*, time: float, origin: str, plan: Plan | None, snapshot_digest: str, policy_digest: str,
+                 config_digest: str, phases: Mapping[str, float] | None = None, error: str = "") -> dict[str, Any]:
+    """The record of one cycle, but for what the store adds as it writes it: its ``id``, its
+    snapshot's ``objects`` and the ``workloads`` that changed."""
     record: dict[str, Any] = {
-        "apiVersion": RECORD_API_VERSION, "kind": RECORD_KIND, "id": cycle_id, "time": iso_time(time),
-        "origin": origin, "snapshotDigest": snapshot_digest, "policyDigest": policy_digest,
-        "configDigest": config_digest}
+        "apiVersion": RECORD_API_VERSION, "kind": RECORD_KIND, "time": iso_time(time), "origin": origin,
+        "snapshotDigest": snapshot_digest, "policyDigest": policy_digest, "configDigest": config_digest}
     if error:
         record["error"] = error
     if phases:
         record["phases"] = {k: round(v, 4) for k, v in phases.items()}
-    if objects is not None:
-        record["objects"] = dict(objects)
     if plan is not None:
         record["summary"] = plan.summary()
         record["solver"] = plan.solver.to_dict()
         record["actions"] = [a.to_dict() for a in plan.actions]
         record["notices"] = list(plan.notices)
         record["rejected"] = [r.to_dict() for r in plan.rejected]
-    record["workloads"] = workloads
     return record
