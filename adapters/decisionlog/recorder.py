@@ -124,16 +124,14 @@ class Recorder:
         blobs = [("policy", record["policyDigest"], self._policy_files),
                  ("config", self.config_digest, self.config_doc)]
         try:
-            cycle, added, removed = self.log.write_cycle(record, states, time=started, hashes=hashes,
-                                                         new_objects=new_objects, blobs=blobs)
+            stored = self.log.write_cycle(record, states, time=started, hashes=hashes, new_objects=new_objects,
+                                          blobs=blobs)
         except BaseException:
             self.hasher.forget()  # its new objects were not stored: hash (and store) them again
             raise
         if memory is not None:
             self.tracker.commit(memory)
-        record = {**record, "id": cycle, "workloads": states}
-        if hashes is not None:
-            record["objects"] = {"total": len(hashes), "added": added, "removed": removed}
+        record = {**stored, "workloads": states}
         if self.sink is not None:
             self.sink.write(record)
         try:

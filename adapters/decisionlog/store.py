@@ -94,12 +94,13 @@ class DecisionLog:
 
     def write_cycle(self, record: Mapping[str, Any], states: Sequence[Mapping[str, Any]], *, time: float,
                     hashes: frozenset[bytes] | None, new_objects: Iterable[NewObject],
-                    blobs: Iterable[tuple[str, str, Any]]) -> tuple[int, int, int]:
+                    blobs: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
         """Append one cycle: ``record`` (without id and workloads), the ``states`` that changed,
         the snapshot's object ``hashes`` (None: no snapshot) with the objects perhaps not stored
         yet, and ``blobs`` (kind, digest, value) such as its policy and Configuration.
 
-        Returns (cycle id, objects added, objects removed since the last cycle).
+        Returns the record as stored: with its ``id`` and, with a snapshot, its ``objects``
+        (how many, and how many were added and removed since the log's previous cycle).
         """
         conn = self.conn
         try:
@@ -123,7 +124,7 @@ class DecisionLog:
                 (time, record["origin"], record["snapshotDigest"], record["policyDigest"], record["configDigest"],
                  manifest, b""))
             cycle = int(cur.lastrowid or 0)
-            full = {**record, "id": cycle}
+            full = {"apiVersion": record["apiVersion"], "kind": record["kind"], "id": cycle, **record}
             if hashes is not None:
                 full["objects"] = {"total": len(hashes), "added": added, "removed": removed}
             conn.execute("UPDATE cycles SET record = ? WHERE id = ?", (self.codec.encode("cycle", full), cycle))
@@ -141,7 +142,7 @@ class DecisionLog:
                 raise DecisionLogError(f"cannot write to decision log {self.path}: {e}") from e
             raise
         self._last_written = cycle
-        return cycle, added, removed
+        return full
 
     # -- reading -------------------------------------------------------------------------------
     def cycle_ids(self) -> tuple[int, int] | None:
