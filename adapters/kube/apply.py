@@ -274,6 +274,7 @@ class _Applier:
         self.recorded: dict[str, Any] = {}  # workload -> its status.admission, as the API server last told
         self.uids: dict[str, str] = {}  # workload -> the uid of the Workload that admission is recorded on
         self.checks: dict[str, dict[str, str]] = {}  # workload -> its admission checks' states, as last read
+        self.admitted: dict[str, bool] = {}  # workload -> whether it was recorded Admitted=True, as last read
         self.pending_writes = pending_writes
         self.cached = cached
         self.event_limit = events
@@ -289,7 +290,7 @@ class _Applier:
         twin = copy.copy(self)
         twin.result, twin.events = ApplyResult(), []
         if not keep:
-            twin.entries, twin.recorded, twin.uids, twin.checks = {}, {}, {}, {}
+            twin.entries, twin.recorded, twin.uids, twin.checks, twin.admitted = {}, {}, {}, {}, {}
         return twin
 
     def _first(self, kind: str, key: str) -> Any:
@@ -458,14 +459,20 @@ class _Applier:
         self.recorded[workload] = (obj.get("status") or {}).get("admission")
         self.uids[workload] = (obj.get("metadata") or {}).get("uid") or ""
         self.checks[workload] = _check_states(obj.get("status") or {})
+        self.admitted[workload] = any(c.get("type") == "Admitted" and c.get("status") == "True"
+                                      for c in (obj.get("status") or {}).get("conditions") or [])
 
-    def _unready(self, workload: str) -> list[str]:
-        """The admission checks of ``workload`` its Workload, as last read, does not record Ready:
-        those its plan entry names (all it records, without an entry). Its pods wait for them."""
+    def _held_back(self, workload: str) -> str:
+        """Why the pods of ``workload`` wait for its admission checks, as its Workload was last
+        read ("" if they need not): one of the checks its plan entry names (all it records,
+        without an entry) is not Ready, or, with checks, it is not recorded Admitted yet."""
         states = self.checks.get(workload, {})
         entry = self.entries.get(workload)
         names = [c.name for c in entry.admission_checks] if entry is not None else list(states)
-        return sorted(n for n in names if states.get(n) != "Ready")
+        unready = sorted(n for n in names if states.get(n) != "Ready")
+        if unready:
+            return f"admission checks {', '.join(unready)} of {workload} are not Ready"
+        return f"{workload} is not recorded Admitted" if names and not self.admitted.get(workload) else ""
 
     def complete(self, target: str, checks: list[str]) -> None:
         """Record ``Admitted=True`` on a Workload whose quota is reserved once every admission
@@ -551,6 +558,7 @@ class _Applier:
             self.recorded[entry.name] = {"podSetAssignments": [
                 {"name": a.name, "flavors": dict(a.flavors)} for a in entry.admission]}
             self.checks[entry.name] = {c.name: c.state for c in entry.admission_checks}
+            self.admitted[entry.name] = entry.phase == "Admitted"
 
     def _consistent(self, entry: WorkloadEntry, obj: dict[str, Any]) -> dict[str, Any] | None:
         """The Workload of pods ``obj``, made to match them: deleted (None returned, so that it is
@@ -611,10 +619,9 @@ class _Applier:
         if not self.recorded[workload]:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
             return
-        unready = self._unready(workload)
-        if unready:  # a check's controller changed its mind since the snapshot: the next cycle decides
-            self.result.errors.append(f"ungate Pod {target}: admission checks {', '.join(unready)} of {workload} "
-                                      "are not Ready; left gated")
+        held_back = self._held_back(workload)
+        if held_back:  # a check's controller changed its mind since the snapshot: the next cycle decides
+            self.result.errors.append(f"ungate Pod {target}: {held_back}; left gated")
             return
         entry = self.entries.get(workload)
         differs = admission_difference(self.recorded[workload], entry) if entry else ""

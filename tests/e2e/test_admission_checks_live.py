@@ -63,13 +63,20 @@ def checked_setup(api: client.ApiClient, *, nominal: int = 4, active: bool = Tru
 def set_check(api: client.ApiClient, ns: str, name: str, check: str, state: str, message: str = "",
               updates: list[dict[str, Any]] | None = None) -> None:
     """Write one check state, as the check's controller does: through the status subresource,
-    with the resourceVersion read (a conflict would fail the test, not be retried)."""
-    wl = workload_object(api, ns, name)
-    states = [c for c in wl["status"].get("admissionChecks", []) if c["name"] != check]
-    states.append({"name": check, "state": state, "message": message, "lastTransitionTime": "2026-11-21T09:00:00Z",
-                   **({"podSetUpdates": updates} if updates else {})})
-    wl["status"]["admissionChecks"] = sorted(states, key=lambda c: c["name"])
-    objects(api).replace_namespaced_custom_object_status(GROUP, VERSION, ns, "workloads", name, wl)
+    with the resourceVersion read; on a conflict (clueue wrote meanwhile) read again and retry."""
+    for _ in range(10):
+        wl = workload_object(api, ns, name)
+        states = [c for c in wl["status"].get("admissionChecks", []) if c["name"] != check]
+        states.append({"name": check, "state": state, "message": message, "lastTransitionTime": "2026-11-21T09:00:00Z",
+                       **({"podSetUpdates": updates} if updates else {})})
+        wl["status"]["admissionChecks"] = sorted(states, key=lambda c: c["name"])
+        try:
+            objects(api).replace_namespaced_custom_object_status(GROUP, VERSION, ns, "workloads", name, wl)
+            return
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+    raise AssertionError(f"Workload {ns}/{name} kept changing: its check state was not written")
 
 
 def maybe_workload(api: client.ApiClient, ns: str, name: str) -> dict[str, Any]:
