@@ -158,7 +158,6 @@ class WorkloadController:
                 self.delete_copy(worker, copy, None, "a copy of an earlier Workload of that name")
             else:
                 mine[worker] = copy
-                self._follow_priority(worker, copy, workload)
         status = workload.get("status") or {}
         done = (is_true(workload, "Finished") or meta.get("deletionTimestamp") or not is_true(workload, "QuotaReserved")
                 or is_true(workload, "Evicted") or state in ("Rejected", "Retry"))
@@ -171,6 +170,8 @@ class WorkloadController:
                 # As Kueue: an evicted workload has run nowhere yet; the dispatcher nominates anew.
                 self._set_check(workload, check, state, str(check.get("message", "")), cluster=None)
             return
+        for worker, copy in mine.items():
+            self._follow_priority(worker, copy, workload)
         if state == "Ready":
             self._follow(workload, check, mine, copies)
         else:
