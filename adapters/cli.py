@@ -355,8 +355,6 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
                                    lease_timeout=lease_timeout, read=read)
     applied = decided.applied
     applied.retries = tally.retries
-    if record:
-        _record("apply", db, policy, config, started, documents, snapshots[-1] if snapshots else None, decided.plan)
     if fmt == "text":
         for line in applied.writes:
             click.echo(("would " if dry_run == "server" else "") + line)
@@ -369,6 +367,8 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
         click.echo(dump({"writes": applied.writes, "skipped": applied.skipped, "errors": applied.errors,
                          "warnings": applied.warnings, "retries": applied.retries, "stopped": applied.stopped},
                         fmt), nl=False)
+    if record:  # after the report: the writes are made whether or not the log can be written
+        _record("apply", db, policy, config, started, documents, snapshots[-1] if snapshots else None, decided.plan)
     if applied.stopped:
         from .kube.errors import ClusterUnavailable
         sys.exit(ClusterUnavailable.exit_code)
