@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping
 from .objects import Admission, AdmissionCheck, CheckState, ClusterQueue, KueueWorkload, PodSetUpdate
 from .reasons import Reason, make_reason
 
-__all__ = ["MULTIKUEUE_CONTROLLER", "required_checks", "inactive_checks", "check_states", "eviction", "retrying",
-           "ready", "pod_set_changes", "PodChanges"]
+__all__ = ["MULTIKUEUE_CONTROLLER", "required_checks", "admission_flavors", "inactive_checks", "check_states",
+           "eviction", "retrying", "ready", "pod_set_changes", "PodChanges"]
 
 #: The controller name of Kueue's MultiKueue admission check.
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
