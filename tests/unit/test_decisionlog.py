@@ -260,3 +260,18 @@ def test_the_decision_log_section_of_a_configuration() -> None:
         parse_decision_log(config_fields({"path": "x.db", "retention": {"maxAge": "soon"}}))
     with pytest.raises(SnapshotError, match="decisionLog.path"):
         parse_decision_log(config_fields({"retention": {}}))
+
+
+def test_rows_of_a_kind_share_a_dictionary(recorder: Recorder) -> None:
+    import zlib
+
+    from clueue.adapters.decisionlog.codec import dumps
+    many = [workload(f"w{i}", cpu="1", minute=i) for i in range(40)]
+    record(recorder, objects(*many), T0)
+    log = recorder.log
+    rows = log.conn.execute("SELECT data FROM objects WHERE kind = 'Workload'").fetchall()
+    stored = sum(len(data) for (data,) in rows)
+    alone = sum(len(zlib.compress(dumps(log.codec.decode(data)), 6)) for (data,) in rows)
+    assert stored * 3 < alone
+    assert {k for (k,) in log.conn.execute("SELECT kind FROM dictionaries")} >= {"Workload", "state", "cycle"}
+    assert replay(log, 1, limits=None).same_snapshot  # decoded with their dictionaries
