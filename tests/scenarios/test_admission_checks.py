@@ -308,3 +308,15 @@ def test_clueue_list_tells_quota_reserved_from_admitted(tmp_path):
         assert out.exit_code == 0, out.output
         return [row["name"] for row in yaml.safe_load(out.output)]
     assert names("quotareserved") == ["waiting"] and names("admitted") == ["running"]
+
+
+def test_a_session_follows_check_states_and_check_objects_as_a_fresh_cycle_does():
+    from clueue.engine import Session, load_policy, run_cycle
+    policy = load_policy()
+    session = Session(policy)
+    for states_, active in ((("Pending",), True), (("Ready",), True), (("Ready",), False), (("Pending",), True)):
+        snapshot = _load(*flatten([BASE, checked_queue("prov"), check("prov", active=active),
+                                   reserved("w", {"prov": states_[0]}), workload("x")]))
+        kept, fresh = session.run(snapshot), run_cycle(snapshot, policy)
+        assert kept.to_dict()["workloads"] == fresh.to_dict()["workloads"]
+        assert [a.to_dict() for a in kept.actions] == [a.to_dict() for a in fresh.actions]
