@@ -42,7 +42,9 @@ def _stdout() -> Console:
 
 @click.command(short_help="Benchmark decision cycles on generated scenarios; prints a report.")
 @click.option("--scenario", "scenarios", multiple=True, default=("baseline",), show_default=True,
-              type=click.Choice([*SCENARIO_NAMES, "all"]), help="Scenario to run; repeatable; 'all' runs every one.")
+              type=click.Choice([*SCENARIO_NAMES, "dispatch", "all"]),
+              help="Scenario to run; repeatable; 'all' runs every one but dispatch (MultiKueue's dispatchers "
+                   "compared in a simulation of 10 workers; --scale scales its 2,000 workloads).")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Cycles per scenario.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scenario generator.")
 @click.option("--scale", type=click.FloatRange(min=0.0, min_open=True, max=1.0), default=1.0, show_default=True,
@@ -99,6 +101,16 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
     targets are met (the report says which are), 1 if a scenario failed to run.
     """
     names = list(SCENARIO_NAMES) if "all" in scenarios else list(dict.fromkeys(scenarios))
+    if "dispatch" in names:
+        if len(names) != 1:
+            raise click.UsageError("--scenario dispatch runs alone")
+        from clueue.bench.dispatch import WORKLOADS, dispatch_benchmark, render_dispatch
+        err = Console(stderr=True)
+        result = dispatch_benchmark(workloads=max(1, round(WORKLOADS * scale)), seed=seed,
+                                    time_budget=min(time_budget, 0.1),
+                                    progress=lambda d, n, all_: err.print(f"[dim]{d}: {n}/{all_}[/]") if n % 500 == 0 else None)
+        click.echo(json.dumps(result, indent=2) if fmt == "json" else render_dispatch(result))
+        return
     if decision_log:
         if len(names) != 1:
             raise click.UsageError("--decision-log runs one --scenario")

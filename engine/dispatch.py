@@ -312,19 +312,28 @@ def _solve_dispatch(facts: str, policy: Policy, *, budget: float
     It borrows the solver module's plumbing (the one place clingo is imported, its errors made
     clueue's): a pass of its own beside ``decide`` and ``explain``.
     """
-    messages = _Messages()
-    # core-guided optimization proves these small assignment problems far sooner than
-    # branch and bound; the domain heuristic of dispatch.lp makes the first plan a good one
-    ctl = _control(["--opt-mode=opt", "--models=0", "--heuristic=Domain"], messages)
-    _load(ctl, facts, policy, _PARTS)
-    _ground(ctl, [(part, []) for part in _PARTS], messages)
     best: dict[str, list[Any]] = {}
 
     def on_model(model: Any) -> None:
         best["atoms"] = [(s.name, s.arguments[0].string, s.arguments[1].string) for s in model.symbols(shown=True)
                          if s.name in ("nominate", "predicted") and len(s.arguments) == 2]
 
-    _solve(ctl, time.monotonic() + budget, on_model=on_model)
+    # Two tries: core-guided optimization proves a few workloads' plan at once, where branch
+    # and bound may take seconds to prove what it found at once; with many workloads it may find
+    # nothing in time, and branch and bound, led by dispatch.lp's domain heuristic to a good
+    # first plan, keeps the best it finds in the rest of the budget.
+    deadline = time.monotonic() + budget
+    for options, share in ((["--opt-strategy=usc"], _CORE_GUIDED_SHARE), (["--heuristic=Domain"], 1.0)):
+        messages = _Messages()
+        ctl = _control(["--opt-mode=opt", "--models=0", *options], messages)
+        _load(ctl, facts, policy, _PARTS)
+        _ground(ctl, [(part, []) for part in _PARTS], messages)
+        now = time.monotonic()
+        _, finished = _solve(ctl, now + share * max(0.0, deadline - now), on_model=on_model)
+        if finished:
+            break
+    if "atoms" not in best:  # a grace period to find some plan, as the decide pass has
+        _solve(ctl, time.monotonic() + _GRACE_SECONDS, on_model=on_model)
     if "atoms" not in best:
         raise SolveError("the dispatch pass found no nomination within its budget: check the integrity "
                          "constraints of your policy files' dispatch part, or raise --time-budget")
@@ -339,6 +348,8 @@ def _solve_dispatch(facts: str, policy: Policy, *, budget: float
 
 
 _PARTS = ("base", "dispatch")
+_CORE_GUIDED_SHARE = 0.3  # of the dispatch pass's budget
+_GRACE_SECONDS = 0.5
 
 
 def _room_text(q: QueueRoom, flavor: str, r: str, lq: str, need: Fraction) -> str:

@@ -39,8 +39,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from kubernetes import client
 
@@ -52,6 +52,7 @@ from clueue.adapters.kube.pacing import PendingWriteLimiter
 from clueue.engine import ClueueError, Config, Document, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
+from clueue.engine.snapshot import WorkerView
 
 __all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle", "wait_before_cycle", "monotonic_at"]
 
@@ -233,6 +234,8 @@ class Controller:
         self.expectation_timeout = expectation_timeout
         self.shutdown_grace = shutdown_grace
         self.keep_documents = keep_documents  # a decision log observer records each cycle's objects
+        # MultiKueue's workers as last read (adapters/kube/dispatch_workers.py), for dispatch
+        self.workers: Callable[[], Mapping[str, WorkerView]] = dict
         self.session = Session(policy, config)
         self._memo = Memo()  # for the over-quota check, kept across cycles as the session keeps its own
         # Writes that inform and decide nothing are paced across cycles, so that a backlog's
@@ -397,6 +400,9 @@ class Controller:
                 result.snapshot = self.cache.snapshot(result.documents)
             else:
                 result.snapshot = self.cache.snapshot()
+            workers = self.workers() if result.snapshot.multikueue_configs else {}
+            if workers:
+                result.snapshot = replace(result.snapshot, workers=workers)
             marks["read"] = time.monotonic()
             return result.snapshot
 

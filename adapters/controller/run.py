@@ -35,6 +35,7 @@ from ..kube.cache import ClusterCache
 from ..kube.connect import connect
 from ..kube.errors import api_errors
 from ..kube.lease import DURATION_S
+from ..kube.dispatch_workers import WorkerReader
 from ..multikueue import MultiKueue, MultiKueueSettings
 from ..multikueue import load_settings as load_multikueue
 from .health import HealthServer
@@ -165,6 +166,8 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
                              leading=lambda: elector.leading if elector is not None else True,
                              workloads=lambda: [d.body for d in cache.documents("Workload")]).start()
         parts.append(workers.stop)
+        reader = WorkerReader()  # what each worker has free, for the engine's dispatch (docs/dispatch.md)
+        controller.workers = lambda: reader.views(workers.registry.clients())
         if options.leader_elect:
             def started() -> None:
                 controller.wake()

@@ -508,12 +508,14 @@ class _Applier:
     def nominate(self, target: str, clusters: list[str], dispatcher: str) -> None:
         """Set a dispatched Workload's ``status.nominatedClusterNames`` (a ``nominate`` action,
         docs/dispatch.md), as the API server has it now: one a worker has admitted
-        (``status.clusterName`` set), or no longer holding quota, is left for the next cycle."""
+        (``status.clusterName`` set) is left alone. (Its admission is not checked: the cached
+        object may predate this plan's own reservation; the MultiKueue adapter copies only what
+        holds quota.)"""
         ns, name = target.split("/", 1)
 
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
             status = obj.get("status") or {}
-            if status.get("clusterName") or not status.get("admission") or status.get("nominatedClusterNames") == clusters:
+            if status.get("clusterName") or status.get("nominatedClusterNames") == clusters:
                 return None
             return {**obj, "status": {**status, "nominatedClusterNames": clusters}}
 

@@ -66,6 +66,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("WorkloadPriorityClass", "", "workloadpriorityclasses", False, True),
     Kind("Workload", "", "workloads", True, True),
     Kind("AdmissionCheck", "", "admissionchecks", False, True),
+    # MultiKueue's workers and their configs: which workloads are dispatched, and where (docs/dispatch.md)
+    Kind("MultiKueueConfig", "", "multikueueconfigs", False, True, optional=True),
+    Kind("MultiKueueCluster", "", "multikueueclusters", False, True, optional=True),
     Kind("PodGroup", "", "podgroups", True, True, SCHEDULING_GROUP, POD_GROUP_VERSION),
     Kind("Topology", "", "topologies", False, True, optional=True),
 )
