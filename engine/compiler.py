@@ -374,6 +374,8 @@ def _topology_request_facts(out: _Facts, snapshot: Snapshot, w: Workload, ps: Po
     each level counted, in every Topology that has its level (topology.py)."""
     assert ps.topology is not None
     out.add("pod_set_topology", w.key, ps.name, ps.topology.mode, ps.topology.level)
+    if ps.topology.slice_level:
+        out.add("pod_set_slice", w.key, ps.name, ps.topology.slice_level, ps.topology.slice_size)
     if ps.topology.mode == "preferred":
         for t in snapshot.topologies.values():
             for level, cost in domain_costs(t, ps).items():

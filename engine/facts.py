@@ -187,6 +187,10 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "placement: Mode is required (all pods in one domain of Level), preferred (as few domains as can be) or "
        "unconstrained (Level \"\").",
        'pod_set_topology("research/train","workers","required","cloud.provider.com/topology-rack").'),
+    _p("pod_set_slice(W,PS,Level,Size)", "str str str int",
+       "The pods of pending pod set PS go in slices of Size pods, each slice in one domain of Level "
+       "(kueue.x-k8s.io/podset-slice-required-topology and podset-slice-size).",
+       'pod_set_slice("research/train","workers","kubernetes.io/hostname",4).'),
     _p("class_domain(T,Level,C,D)", "str str int str",
        "The nodes of class C lie in domain D at level Level of Topology T: D is the values of the labels of "
        "Level and the levels above it, joined by \"/\". Only for the levels pending pod sets ask for (never "

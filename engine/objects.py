@@ -221,10 +221,13 @@ class Topology:
 @dataclass(frozen=True)
 class TopologyRequest:
     """A pod set's topology annotation: ``mode`` is ``required``, ``preferred`` or
-    ``unconstrained``; ``level`` the node label of the level asked for ("" if unconstrained)."""
+    ``unconstrained``; ``level`` the node label of the level asked for ("" if unconstrained);
+    with slices, every ``slice_size`` pods in one domain of ``slice_level``."""
 
     mode: str
     level: str = ""
+    slice_level: str = ""  # kueue.x-k8s.io/podset-slice-required-topology ("" none)
+    slice_size: int = 0  # kueue.x-k8s.io/podset-slice-size
 
 
 @dataclass(frozen=True)

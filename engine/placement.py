@@ -29,7 +29,7 @@ from .topology import HOSTNAME_LEVEL, split_labels
 from .workloads import ADMISSION_GATE, Workload
 
 __all__ = ["HOSTNAME_LABEL", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
-           "assign_nodes", "Assignment", "free_shapes", "shortage", "one_node", "eligible_shapes"]
+           "assign_nodes", "Assignment", "free_shapes", "shortage", "bundle", "eligible_shapes"]
 
 #: The label an ungated pod is pinned to its node with (docs/placement.md).
 HOSTNAME_LABEL = HOSTNAME_LEVEL
@@ -225,17 +225,24 @@ class Assignment:
     failed: tuple[tuple[str, int], ...] = ()
 
 
-def one_node(ps: PodSetSpec) -> bool:
-    """Whether all pods of ``ps`` must share one node: it requires the hostname topology level."""
-    return ps.topology is not None and ps.topology.mode == "required" and ps.topology.level == HOSTNAME_LEVEL
+def bundle(ps: PodSetSpec, pods: int) -> int:
+    """How many of the ``pods`` of ``ps`` placed in one class go to one node together: all of
+    them where the pod set requires the hostname topology level, a slice where its slices are
+    of the hostname level, else one."""
+    t = ps.topology
+    if t is not None and t.mode == "required" and t.level == HOSTNAME_LEVEL:
+        return max(pods, 1)
+    if t is not None and t.slice_level == HOSTNAME_LEVEL and t.slice_size > 0:
+        return t.slice_size
+    return 1
 
 
 def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[str, int, int]]],
                  workloads: Mapping[str, Workload], rank: Mapping[str, int]) -> Assignment:
     """Pack the pods the solver put in each class onto the class's nodes, first-fit decreasing
     (largest pods first, nodes in name order), higher-ranked workloads first among equals. The
-    pods of a pod set that requires one node (:func:`one_node`) are packed as one, onto the
-    first node that holds them all.
+    pods that go to one node together (:func:`bundle`) are packed as one, onto the first node
+    that holds them all.
 
     ``placements``: workload -> (pod set, class id, pods). A class whose pods do not all fit
     names the lowest-ranked workload placed there in ``failed``.
@@ -246,10 +253,10 @@ def assign_nodes(classes: NodeClasses, placements: Mapping[str, Iterable[tuple[s
     for w, placed in placements.items():
         sets = {ps.name: classes.placed(ps, workloads[w].namespace) for ps in workloads[w].pod_sets}
         for ps, c, k in placed:
-            if one_node(sets[ps]):
-                by_class[c].append((w, sets[ps], k, 0))
-            else:
-                by_class[c].extend((w, sets[ps], 1, i) for i in range(k))
+            size = bundle(sets[ps], k)
+            # the policy places whole bundles; any pods left over are packed one by one
+            by_class[c].extend((w, sets[ps], size, i) for i in range(k // size))
+            by_class[c].extend((w, sets[ps], 1, k // size + i) for i in range(k % size))
     nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
     failed = []
     for c in classes.classes:

@@ -454,10 +454,15 @@ def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str])
     """A pod set's topology annotation (Kueue's ``kueue.x-k8s.io/podset-<mode>-topology``), read
     from the ``annotations`` at ``path`` (a pod's, or a pod template's); None if it has none.
     The modes exclude each other; ``unconstrained`` takes ``"true"`` or ``"false"``, the others
-    the node label of a level."""
+    the node label of a level. Slices (``podset-slice-required-topology`` and ``podset-slice-size``)
+    go with ``required`` or ``preferred``, as Kueue validates them."""
     found = [(mode, annotations[KUEUE_PREFIX + f"podset-{mode}-topology"]) for mode in TOPOLOGY_MODES
              if KUEUE_PREFIX + f"podset-{mode}-topology" in annotations]
+    slices = KUEUE_PREFIX + "podset-slice-required-topology"
     if not found:
+        if slices in annotations:
+            raise f.fail(f"{path}[{slices}]", f"needs {KUEUE_PREFIX}podset-required-topology or "
+                         f"{KUEUE_PREFIX}podset-preferred-topology beside it")
         return None
     if len(found) > 1:
         raise f.fail(path, "only one of " + ", ".join(f"{KUEUE_PREFIX}podset-{m}-topology" for m, _ in found)
@@ -470,7 +475,15 @@ def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str])
         return TopologyRequest(mode) if value == "true" else None
     if not value:
         raise f.fail(where, "expected the node label of a topology level (e.g. cloud.provider.com/topology-rack)")
-    return TopologyRequest(mode, value)
+    if slices not in annotations:
+        return TopologyRequest(mode, value)
+    size_key = KUEUE_PREFIX + "podset-slice-size"
+    size = annotations.get(size_key, "")
+    if not annotations[slices]:
+        raise f.fail(f"{path}[{slices}]", "expected the node label of a topology level")
+    if not size.isdigit() or not 1 <= int(size) < INT32_LIMIT:
+        raise f.fail(f"{path}[{size_key}]", f"expected a positive integer beside {slices}, got {size!r}")
+    return TopologyRequest(mode, value, annotations[slices], int(size))
 
 
 def _required_node_labels(f: Fields, path: str, affinity: Any) -> dict[str, tuple[str, ...]]:

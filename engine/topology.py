@@ -63,10 +63,25 @@ def unusable(snapshot: Snapshot, ps: PodSetSpec, flavor: str) -> str | None:
         if request is not None and request.level and request.level not in topology.levels:
             return (f"Topology {topology.name} has no level {request.level} (spec.levels), which the pod set "
                     f"asks for in {annotation(request)}")
+        if request is not None and request.slice_level:
+            return _slice_problem(topology, ps.count, request)
         return None
     if ps.topology is not None:
         return (f"ResourceFlavor {f.name} has no spec.topologyName, and the pod set asks for "
                 f"topology-aware scheduling ({annotation(ps.topology)})")
+    return None
+
+
+def _slice_problem(topology: Topology, count: int, request: TopologyRequest) -> str | None:
+    """What is wrong with a pod set's slices in ``topology``, as Kueue validates them: their level
+    is one of the Topology's, at or below the pod set's, and their size divides its pods."""
+    where = f"{KUEUE_PREFIX}podset-slice-required-topology"
+    if request.slice_level not in topology.levels:
+        return f"Topology {topology.name} has no level {request.slice_level} (spec.levels), which {where} names"
+    if topology.levels.index(request.slice_level) < topology.levels.index(request.level):
+        return f"{where} {request.slice_level} is above the pod set's level {request.level} in Topology {topology.name}"
+    if count % request.slice_size:
+        return f"its {count} pods are no whole number of slices of {KUEUE_PREFIX}podset-slice-size {request.slice_size}"
     return None
 
 
@@ -82,7 +97,8 @@ def split_labels(snapshot: Snapshot, pod_sets: Iterable[PodSetSpec]) -> set[str]
     """The node labels node classes are split by for topology: for every level some pod set of
     ``pod_sets`` asks for, that level's label and those above it, in every Topology that has it.
     Never the hostname label, so that identical nodes stay one class."""
-    levels = {ps.topology.level for ps in pod_sets if ps.topology is not None and ps.topology.level}
+    levels = {level for ps in pod_sets if ps.topology is not None
+              for level in (ps.topology.level, ps.topology.slice_level) if level}
     return {label for t in snapshot.topologies.values() for level in levels for label in _above(t, level)}
 
 
@@ -119,16 +135,26 @@ def domain_costs(topology: Topology, ps: PodSetSpec) -> dict[str, int]:
 Fits = Sequence[tuple[Mapping[str, str], int, int]]
 
 
-def _best_domain(topology: Topology, level: str, fits: Fits) -> tuple[str, int]:
-    """The domain at ``level`` that holds the most pods, and how many (``("", 0)`` when no node
-    is in a domain of the level); at the hostname level, the best node (unnamed)."""
-    if level == HOSTNAME_LEVEL:
-        return "", max((per_node for _, per_node, _ in fits), default=0)
+def _best_domain(topology: Topology, request: TopologyRequest, fits: Fits) -> tuple[str, int]:
+    """The domain at the pod set's level that holds the most of its pods, in whole slices if it
+    has slices, and how many (``("", 0)`` when no node is in a domain of the level); at the
+    hostname level, the best node (unnamed)."""
+    size = request.slice_size or 1
+    if request.level == HOSTNAME_LEVEL:
+        return "", max((per_node // size * size for _, per_node, _ in fits), default=0)
+    # pods per domain of the slice level (or per node), rounded down to whole slices
+    pieces: dict[tuple[str, str], int] = defaultdict(int)
+    for i, (labels, per_node, nodes) in enumerate(fits):
+        d = domain(topology, request.level, labels)
+        if d is None:
+            continue
+        if request.slice_level == HOSTNAME_LEVEL:
+            pieces[d, f"node shape {i}"] += per_node // size * size * nodes
+        else:
+            pieces[d, domain(topology, request.slice_level or request.level, labels) or ""] += per_node * nodes
     held: dict[str, int] = defaultdict(int)
-    for labels, per_node, nodes in fits:
-        d = domain(topology, level, labels)
-        if d is not None:
-            held[d] += per_node * nodes
+    for (d, _), pods in pieces.items():
+        held[d] += pods // size * size
     return max(sorted(held.items()), key=lambda dk: dk[1], default=("", 0))
 
 
@@ -149,10 +175,12 @@ def topology_unfit(snapshot: Snapshot, ps: PodSetSpec, flavors: Mapping[str, Fit
         if why is None:
             if request is None or request.mode != "required" or topology is None:
                 return None
-            where, fit = _best_domain(topology, request.level, fits)
+            where, fit = _best_domain(topology, request, fits)
             if fit >= ps.count:
                 return None
             one = "node" if request.level == HOSTNAME_LEVEL else f"{request.level} domain"
+            if request.slice_size:
+                one += f", in slices of {request.slice_size} within one {request.slice_level}"
             why = f"needs {ps.count} pods in one {one}; " + (
                 f"the best, {where}, holds {fit}" if where else f"the best holds {fit}")
         if best is None or fit > best[0]:

@@ -194,3 +194,52 @@ def test_an_admitted_workload_records_kueues_topology_assignment():
     assert a.topology.to_dict("v1beta2") == {"levels": [HOST], "slices": [{
         "domainCount": 3, "valuesPerLevel": [{"individual": {"roots": ["b1-r1-0", "b1-r1-1", "b1-r1-2"]}}],
         "podCounts": {"universal": 1}}]}
+
+
+# -- slices ----------------------------------------------------------------------------------------
+
+def sliced(name: str, pods: int, mode: str, level: str, slice_level: str, size: Any, cpu: str = "4",
+           **kw: Any) -> list[dict[str, Any]]:
+    annotations = {f"kueue.x-k8s.io/podset-{mode}-topology": level,
+                   "kueue.x-k8s.io/podset-slice-required-topology": slice_level,
+                   "kueue.x-k8s.io/podset-slice-size": str(size)}
+    return group(name, pods, cpu=cpu, annotations=annotations, **kw)
+
+
+def test_slices_put_whole_slices_in_each_rack():
+    # 3 racks of 3 one-pod nodes: 4 pods in slices of 2 take two racks, 2 pods in each
+    nodes = rack("b1", "r0", 3) + rack("b1", "r1", 3) + rack("b1", "r2", 3)
+    plan = run(topology(), tas_queue(), nodes, sliced("g", 4, "preferred", BLOCK, RACK, 2))
+    assert states(plan)["default/g"] == "admitted"
+    assert sorted(racks_of(pinned(plan, "default/g")).values()) == [2, 2]
+    # 6 pods in slices of 4 do not divide: the pod set says so
+    plan = run(topology(), tas_queue(), nodes, sliced("g", 6, "preferred", BLOCK, RACK, 4))
+    assert states(plan)["default/g"] == "pending"
+    [reason] = [r for r in plan.workload("default/g").reasons if r.code == "TopologyUnfit"]
+    assert "its 6 pods are no whole number of slices of kueue.x-k8s.io/podset-slice-size 4" in reason.message
+
+
+def test_slices_of_the_hostname_level_put_whole_slices_on_each_node():
+    # each node holds 3 pods of 2 cpu; slices of 2 on one node each: 2 pods per node
+    nodes = rack("b1", "r0", 3, cpu="6")
+    plan = run(topology(), tas_queue(), nodes, sliced("g", 6, "required", RACK, HOST, 2, cpu="2"))
+    assert states(plan)["default/g"] == "admitted"
+    assert sorted(Counter(pinned(plan, "default/g")).values()) == [2, 2, 2]
+    # 8 pods need 4 slices: the rack holds 3 (one per node), so it waits and says so
+    plan = run(topology(), tas_queue(), nodes, sliced("g", 8, "required", RACK, HOST, 2, cpu="2"))
+    assert states(plan)["default/g"] == "pending"
+    [reason] = [r for r in plan.workload("default/g").reasons if r.code == "TopologyUnfit"]
+    assert reason.message.endswith(f"needs 8 pods in one {RACK} domain, in slices of 2 within one {HOST}; "
+                                   "the best, b1/r0, holds 6")
+
+
+def test_slices_above_the_pod_sets_level_or_without_a_mode_or_size_are_refused():
+    nodes = rack("b1", "r0", 2)
+    plan = run(topology(), tas_queue(), nodes, sliced("g", 2, "required", RACK, BLOCK, 2))
+    [reason] = [r for r in plan.workload("default/g").reasons if r.code == "TopologyUnfit"]
+    assert f"kueue.x-k8s.io/podset-slice-required-topology {BLOCK} is above the pod set's level {RACK}" in reason.message
+    with pytest.raises(SnapshotError, match="needs kueue.x-k8s.io/podset-required-topology or"):
+        run(topology(), tas_queue(), group("g", 2, annotations={"kueue.x-k8s.io/podset-slice-required-topology": RACK}))
+    with pytest.raises(SnapshotError, match=r"podset-slice-size\]: expected a positive integer"):
+        run(topology(), tas_queue(), group("g", 2, annotations={
+            REQUIRED: BLOCK, "kueue.x-k8s.io/podset-slice-required-topology": RACK}))

@@ -1,16 +1,17 @@
 """engine/topology.py and its pieces elsewhere: domains, the levels node classes split by,
 preferred costs, what keeps a pod set off a flavor, Kueue's topologyAssignment in both API
-versions, the annotations' parsing and the one-node packing of assign_nodes."""
+versions, the annotations' parsing (slices too) and the one-node packing of assign_nodes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 from clueue.engine import Document, SnapshotError, build_snapshot
 from clueue.engine.objects import PodSetSpec, Topology, TopologyRequest
-from clueue.engine.placement import assign_nodes, node_classes
+from clueue.engine.placement import assign_nodes, bundle, node_classes
 from clueue.engine.plan import TopologyAssignment
 from clueue.engine.snapshot import Fields, parse_topology_request
 from clueue.engine.topology import (domain, domain_costs, split_labels, topology_assignment, topology_unfit,
@@ -158,3 +159,28 @@ def test_a_pod_set_requiring_one_node_is_packed_onto_one_node():
     w = Workload(namespace="default", name="w", queue="main", priority=0, created=0, origin="workload", pod_sets=(big,))
     placed = assign_nodes(classes, {w.key: [("main", c.id, 3)]}, {w.key: w}, {w.key: 0})
     assert placed.failed == ((w.key, c.id),)
+
+
+def test_slice_annotations_are_read_with_their_mode():
+    f = Fields(Document("test#1", {"kind": "Pod", "metadata": {"name": "p", "namespace": "default"}}), "Pod")
+    annotations = {"kueue.x-k8s.io/podset-preferred-topology": BLOCK,
+                   "kueue.x-k8s.io/podset-slice-required-topology": HOST, "kueue.x-k8s.io/podset-slice-size": "4"}
+    assert parse_topology_request(f, "metadata.annotations", annotations) == TopologyRequest("preferred", BLOCK, HOST, 4)
+    with pytest.raises(SnapshotError, match="podset-slice-size"):
+        parse_topology_request(f, "metadata.annotations", {**annotations, "kueue.x-k8s.io/podset-slice-size": "0"})
+
+
+def test_slices_must_divide_the_pod_set_and_lie_at_or_below_its_level():
+    s = snapshot(topology_doc(), flavor_doc("tas", "dc"))
+    ps = PodSetSpec("main", 6, {"cpu": Fraction(1)}, topology=TopologyRequest("required", RACK, HOST, 2))
+    assert unusable(s, ps, "tas") is None
+    assert "no whole number of slices" in str(unusable(s, replace(ps, count=5), "tas"))
+    above = replace(ps, topology=TopologyRequest("required", RACK, BLOCK, 2))
+    assert "is above the pod set's level" in str(unusable(s, above, "tas"))
+    assert split_labels(s, [replace(ps, topology=TopologyRequest("preferred", HOST, RACK, 2))]) == {BLOCK, RACK}
+
+
+def test_bundles_are_the_pods_one_node_takes_together():
+    assert bundle(PodSetSpec("main", 6, {}, topology=TopologyRequest("required", HOST)), 6) == 6
+    assert bundle(PodSetSpec("main", 6, {}, topology=TopologyRequest("required", RACK, HOST, 2)), 4) == 2
+    assert bundle(PodSetSpec("main", 6, {}, topology=TopologyRequest("required", RACK)), 4) == 1
