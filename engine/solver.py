@@ -410,9 +410,8 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     # Choosing among plans that admit the same set is a tie-break: it gets a share of the budget
     # (and a short grace period when the budget is spent, to find any plan of that set).
     now = time.monotonic()
-    # With Nodes the search starts from the checks' plan, whose placements are already best fit
-    # on nodes in use first, and improving on that is a packing search of its own: it gets a
-    # smaller share.
+    # With Nodes the search starts from the checks' plan, and improving on that is a packing
+    # search of its own: it gets a smaller share.
     share = _PLACEMENT_OPTIMIZE_SHARE if placing else _OPTIMIZE_SHARE
     # (the grace period is for finding some plan: with Nodes, the checks' last model is one)
     grace = 0.0 if placing and checked.model is not None else _GRACE_SECONDS
@@ -506,6 +505,21 @@ class _Checked:
     unsure: bool  # some candidate was left out because its check ran out of time
 
 
+# Two ways of choosing the classes a pod set's pods go to, among those of its flavor; both first
+# take the classes whose nodes its pods fill exactly (as many as one node takes leave it nothing
+# free). Then TIGHT takes nodes in use before wholly free ones, the fewest pods per node first
+# (best fit: whole nodes stay whole for big pods); WIDE takes the most pods per node first (a gang
+# on few nodes, wholly free ones among them, small holes kept for small gangs). Neither is better
+# everywhere: on the placement benchmark WIDE admits more gangs, and leaves out some gangs of
+# 8-GPU pods TIGHT admits. The rank-order loop plays both in Python first and goes the way whose
+# admitted set is greater in rank order (_NodeRoom.choose_way).
+_TIGHT, _WIDE = "tight", "wide"
+_WAYS: dict[str, Callable[[tuple[bool, int, bool, int]], tuple[Any, ...]]] = {
+    _TIGHT: lambda f: (f[0], f[2], f[1], f[3]),
+    _WIDE: lambda f: (f[0], -f[1], f[2], f[3]),
+}
+
+
 class _NodeRoom:
     """Where a candidate's pods could go beside the placements admitted so far, by the bounds
     placement.lp puts on each node class (its total free, per resource that binds there, and the
@@ -516,8 +530,7 @@ class _NodeRoom:
     The bounds are read off the ground program (``binding/2``, ``step/3``), so they are the
     policy's own; without them (a policy replacing placement.lp) every resource binds, in
     totals only. Pods of a pod set go to the classes of its flavors in their ClusterQueue's
-    order, to the class that holds the fewest of them per node first (best fit) and to nodes in
-    use before wholly free ones, as placement.lp's objective prefers."""
+    order (``options``, below, says to which classes first)."""
 
     def __init__(self, ctl: clingo.Control, values: _Values) -> None:
         def facts(name: str, arity: int) -> list[tuple[Any, ...]]:
@@ -547,18 +560,17 @@ class _NodeRoom:
         for w, ps, f, c, n in facts("fits", 5):
             self.per_node.setdefault((w, ps), {})[c] = n
             by_flavor.setdefault((w, ps), {}).setdefault(f, []).append(c)
-        # pod set -> its flavors in order, each with its classes: first those whose nodes its pods
-        # fill exactly (as many as fit, or all of them, leave nothing free), then those holding the
-        # most of its pods per node (a gang on few nodes, small holes kept for small pods), nodes in
-        # use before wholly free ones. Measured on the placement benchmark, this admits more gangs
-        # than best fit (fewest pods per node first), which fills the room big pods need.
-        self.options: dict[tuple[str, str], list[list[int]]] = {}
+        # pod set -> its flavors in order, each with its classes in the order of both ways of
+        # placing (_WAYS): (rest, per node, idle, class) -> sort key
+        self.ways: dict[str, dict[tuple[str, str], list[list[int]]]] = {way: {} for way in _WAYS}
         for wps, flavors in by_flavor.items():
             fit, asks = self.per_node[wps], self.request.get(wps, {})
-            ordered = [cs for _, cs in sorted(flavors.items(), key=lambda i: (order.get((queue.get(wps[0]), i[0]), 1 << 30), i[0]))]
-            self.options[wps] = [
-                sorted(cs, key=lambda c: (any(self.free.get((c, r), 0) - fit[c] * a for r, a in asks.items() if a > 0),
-                                          -fit[c], c in idle, c)) for cs in ordered]
+            for cs in (cs for _, cs in sorted(flavors.items(), key=lambda i: (order.get((queue.get(wps[0]), i[0]), 1 << 30), i[0]))):
+                facts_of = [(any(self.free.get((c, r), 0) - fit[c] * a for r, a in asks.items() if a > 0), fit[c], c in idle, c)
+                            for c in cs]
+                for way, key in _WAYS.items():
+                    self.ways[way].setdefault(wps, []).append([f[3] for f in sorted(facts_of, key=key)])
+        self.options = self.ways[_TIGHT]
         self.pod_sets: dict[str, list[tuple[str, int]]] = {}
         for w, ps, n in facts("pod_set", 3):
             if n > 0:
@@ -660,6 +672,23 @@ class _NodeRoom:
             out[m] = placed
         return out
 
+    def choose_way(self, ranked: Sequence[str], candidates: Mapping[str, Any]) -> str:
+        """Play the rank-order loop in Python (each of ``ranked`` in ``candidates`` reserved in
+        turn, no solve) each way (_WAYS) and go the way whose admitted set is greater in rank
+        order: the first candidate one admits and the other does not decides (the same sets:
+        TIGHT). Leaves nothing counted."""
+        played: dict[str, list[bool]] = {}
+        for way in _WAYS:
+            self.options = self.ways[way]
+            self.used, self.big = {}, {}
+            played[way] = [w in candidates and self.reserve(w) is not None for w in ranked]
+        self.used, self.big = {}, {}
+        tight, wide = played[_TIGHT], played[_WIDE]
+        first = next((i for i, (a, b) in enumerate(zip(tight, wide)) if a != b), None)
+        way = _TIGHT if first is None or tight[first] else _WIDE
+        self.options = self.ways[way]
+        return way
+
     def place_symbol(self, w: str, ps: str, c: int, k: int) -> clingo.Symbol:
         """The atom ``place(w,ps,c,k)``."""
         return clingo.Function("place", [clingo.String(w), clingo.String(ps), clingo.Number(c), clingo.Number(k)])
@@ -695,6 +724,7 @@ def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[st
     solved without its reservation, the solver placing it. Every solve costs the fixed price of
     propagating the whole program, and a cluster being filled admits most of what it tries."""
     _later_stay_out(ctl, admit_atom)
+    room.choose_way(ranked, admit_atom)
     atoms = ctl.symbolic_atoms  # looked up by symbol when needed: a large cluster grounds many place/4 atoms
     admitted: set[str] = set()
     fixed: list[int] = []
