@@ -119,7 +119,7 @@ class ClusterController:
     """Keeps :attr:`registry` and the MultiKueueClusters' ``Active`` conditions current."""
 
     def __init__(self, manager: KueueObjects, namespace: str, events: EventRecorder,
-                 registry: WorkerRegistry | None = None, *, on_change: Any = None) -> None:
+                 registry: WorkerRegistry | None = None) -> None:
         self.manager = manager
         self.core = client.CoreV1Api(manager.api)
         self.namespace = namespace
@@ -164,7 +164,7 @@ class ClusterController:
             worker.digest = digest
         try:
             version = _kueue_version(worker.api)
-        except (ApiException, Exception) as e:  # noqa: BLE001 - any failure to answer is the same news
+        except Exception as e:  # noqa: BLE001 - any failure to answer (refused, timeout, TLS, HTTP) is the same news
             self._inactive(worker, was_active, "ClientConnectionFailed", _why(e))
             return
         if not version:
