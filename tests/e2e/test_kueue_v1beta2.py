@@ -189,6 +189,17 @@ def test_a_v1beta2_only_cluster_admits_tools_workloads_and_plain_pods(cluster, a
         for name in ("p0", "p1"):
             create(api, gated_pod(name))
         core = client.CoreV1Api(api)
+        # As in Kueue, the manifest's b2-ml-team is inactive: its MultiKueue admission check is
+        # limited to a flavor (onFlavors) and not Active (docs/admission-checks.md). Once the
+        # strategy is removed it admits.
+        def inactive() -> dict[str, Any]:
+            active = condition(get(api, "clusterqueues", "b2-ml-team", namespaced=False), "Active")
+            return active if active.get("status") == "False" and "b2-dispatch" in active.get("message", "") else {}
+        wait_until(inactive, 30, "ClusterQueue b2-ml-team inactive because of its admission check", proc=proc)
+        assert all(core.read_namespaced_pod(n, NS).spec.scheduling_gates for n in ("p0", "p1"))
+        ml_team = get(api, "clusterqueues", "b2-ml-team", namespaced=False)
+        del ml_team["spec"]["admissionChecksStrategy"]
+        client.CustomObjectsApi(api).replace_cluster_custom_object(GROUP, VERSION, "clusterqueues", "b2-ml-team", ml_team)
         def pods_ungated() -> bool:
             return all(not core.read_namespaced_pod(n, NS).spec.scheduling_gates for n in ("p0", "p1"))
         wait_until(pods_ungated, 60, "the plain pods ungated", proc=proc)
