@@ -505,6 +505,8 @@ class _Checked:
     unsure: bool  # some candidate was left out because its check ran out of time
 
 
+HOSTNAME_LEVEL = "kubernetes.io/hostname"  # a Topology level of one node per domain
+
 # Two ways of choosing the classes a pod set's pods go to, among those of its flavor; both first
 # take the classes whose nodes its pods fill exactly (as many as one node takes leave it nothing
 # free). Then TIGHT takes nodes in use before wholly free ones, the fewest pods per node first
@@ -560,16 +562,39 @@ class _NodeRoom:
         for w, ps, f, c, n in facts("fits", 5):
             self.per_node.setdefault((w, ps), {})[c] = n
             by_flavor.setdefault((w, ps), {}).setdefault(f, []).append(c)
-        # pod set -> its flavors in order, each with its classes in the order of both ways of
-        # placing (_WAYS): (rest, per node, idle, class) -> sort key
+        # Topology (topology.lp): a pod set that asks for one goes only to flavors with a
+        # Topology; one that requires a level, to the classes of one domain of it (one class, no
+        # more pods than one node takes, for the hostname level).
+        topology = {(w, ps): (mode, level) for w, ps, mode, level in facts("pod_set_topology", 4)}
+        count = {(w, ps): n for w, ps, n in facts("pod_set", 3)}
+        flavor_topology = dict(facts("flavor_topology", 2))
+        levels = {(t, level) for t, level, _ in facts("topology_level", 3)}
+        domain_of = {(t, level, c): d for t, level, c, d in facts("class_domain", 4)}
+        # pod set -> where its pods may go, in order: its flavors in order, and within each the
+        # classes of each domain it may use, in the order of both ways of placing (_WAYS)
         self.ways: dict[str, dict[tuple[str, str], list[list[int]]]] = {way: {} for way in _WAYS}
         for wps, flavors in by_flavor.items():
             fit, asks = self.per_node[wps], self.request.get(wps, {})
-            for cs in (cs for _, cs in sorted(flavors.items(), key=lambda i: (order.get((queue.get(wps[0]), i[0]), 1 << 30), i[0]))):
+            mode, level = topology.get(wps, (None, None))
+            for f, cs in sorted(flavors.items(), key=lambda i: (order.get((queue.get(wps[0]), i[0]), 1 << 30), i[0])):
+                t = flavor_topology.get(f)
+                if mode is not None and (t is None or (mode == "required" and (t, level) not in levels)):
+                    continue
                 facts_of = [(any(self.free.get((c, r), 0) - fit[c] * a for r, a in asks.items() if a > 0), fit[c], c in idle, c)
                             for c in cs]
                 for way, key in _WAYS.items():
-                    self.ways[way].setdefault(wps, []).append([f[3] for f in sorted(facts_of, key=key)])
+                    ordered = [fc[3] for fc in sorted(facts_of, key=key)]
+                    if mode != "required":
+                        groups = [ordered]
+                    elif level == HOSTNAME_LEVEL:  # one node: one class, of nodes that take them all
+                        groups = [[c] for c in ordered if fit[c] >= count.get(wps, 0)]
+                    else:
+                        by_domain: dict[Any, list[int]] = {}  # in the order of their first class
+                        for c in ordered:
+                            if (t, level, c) in domain_of:
+                                by_domain.setdefault(domain_of[t, level, c], []).append(c)
+                        groups = list(by_domain.values())
+                    self.ways[way].setdefault(wps, []).extend(groups)
         self.options = self.ways[_TIGHT]
         self.pod_sets: dict[str, list[tuple[str, int]]] = {}
         for w, ps, n in facts("pod_set", 3):
@@ -616,7 +641,8 @@ class _NodeRoom:
     def reserve(self, w: str) -> list[tuple[str, int, int]] | None:
         """Where the pods of ``w`` fit beside what is placed and reserved, as (pod set, class,
         pods); they are then counted as placed, so that the next candidates are judged beside
-        them. None (and nothing counted) if some pod set fits in none of its flavors."""
+        them. None (and nothing counted) if some pod set fits in none of its flavors (and, if it
+        requires a topology level, in no domain of it)."""
         out: list[tuple[str, int, int]] = []
         for ps, count in self.pod_sets.get(w, ()):
             wps = (w, ps)
