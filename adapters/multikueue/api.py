@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ..kube.kinds import KUEUE_GROUP, kueue_version
+from ..kube.pacing import PendingWriteLimiter
 from ..kube.retry import update_with_retry
 
 __all__ = ["CONTROLLER_NAME", "ORIGIN_LABEL", "ORIGIN_UID_ANNOTATION", "PREBUILT_LABEL", "ALL_AT_ONCE",
@@ -170,11 +171,16 @@ class EventRecorder:
     An Event is news, not state: one that cannot be sent is logged and dropped. Each (object,
     reason, message) is sent once while it holds, so a pass repeating itself does not repeat
     its Events; :meth:`forget` lets an object's next Event of the same text through again.
+    Normal Events beyond ``limit`` (the controller's pace for routine Events: 20 a second,
+    bursts of 200) are dropped, so that a burst of dispatches spends its writes on dispatching;
+    Warning Events are always sent.
     """
 
-    def __init__(self, api: client.ApiClient, version: str) -> None:
+    def __init__(self, api: client.ApiClient, version: str, *, limit: PendingWriteLimiter | None = None) -> None:
         self.core = client.CoreV1Api(api)
         self.version = version
+        self.limit = limit if limit is not None else PendingWriteLimiter(rate=20, burst=200)
+        self.dropped = 0
         self._sent: dict[str, set[tuple[str, str]]] = {}
 
     def record(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -183,6 +189,9 @@ class EventRecorder:
         if (reason, message) in self._sent.get(key, set()):
             return
         self._sent.setdefault(key, set()).add((reason, message))
+        if type_ != "Warning" and not self.limit.take():
+            self.dropped += 1
+            return
         namespace = meta.get("namespace") or "default"  # a cluster-scoped object's Events live in default
         stamp = now()
         involved = {"kind": obj.get("kind"), "apiVersion": f"{KUEUE_GROUP}/{self.version}", "name": meta.get("name"),

@@ -15,6 +15,7 @@ scheduled. The manager pods stay gated: they run in the worker only.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from kubernetes import client
@@ -78,6 +79,7 @@ class PodMirror:
         self._listed: dict[str, dict[str, dict[str, Any]]] = {}  # this pass: worker -> "ns/name" -> pod
         self._copied: dict[tuple[str, str], str] = {}  # (worker, "ns/name") -> remote resourceVersion copied
         self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()  # a pass reconciles Workloads on several threads
 
     def begin_pass(self) -> None:
         """A new pass: list the workers' pods again when needed; forget pods not seen since."""
@@ -86,11 +88,13 @@ class PodMirror:
         self._seen = set()
 
     def _remote(self, worker: str, api: client.ApiClient) -> dict[str, dict[str, Any]]:
-        if worker not in self._listed:
-            listed = client.CoreV1Api(api).list_pod_for_all_namespaces(label_selector=f"{ORIGIN_LABEL}={self.origin}")
-            self._listed[worker] = {f"{p.metadata.namespace}/{p.metadata.name}": dict(api.sanitize_for_serialization(p))
-                                    for p in listed.items}
-        return self._listed[worker]
+        with self._lock:
+            if worker not in self._listed:
+                listed = client.CoreV1Api(api).list_pod_for_all_namespaces(
+                    label_selector=f"{ORIGIN_LABEL}={self.origin}")
+                self._listed[worker] = {f"{p.metadata.namespace}/{p.metadata.name}":
+                                        dict(api.sanitize_for_serialization(p)) for p in listed.items}
+            return self._listed[worker]
 
     def _local(self, namespace: str, owner: dict[str, Any]) -> dict[str, Any] | None:
         """The manager pod an owner reference names, if it still exists (same uid)."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -50,11 +51,12 @@ from .clusters import WorkerRegistry
 from .pods import PodMirror, is_made_of_pods
 from .settings import MultiKueueSettings
 
-__all__ = ["WorkloadController", "Copies", "rejection", "remote_copy"]
+__all__ = ["WorkloadController", "Copies", "WORKERS", "rejection", "remote_copy"]
 
 log = logging.getLogger("clueue.multikueue")
 
 Copies = dict[str, dict[str, dict[str, Any]]]  # worker -> "namespace/name" -> its copy
+WORKERS = 16  # Workloads reconciled at once in a pass: each is a few round trips, mostly waiting
 _REASON = "MultiKueue"  # Kueue's Event reason for every MultiKueue step
 _COPIED_BACK = ("PodsReady",)  # conditions of the winner's copy shown on the manager Workload
 _KEEP = object()  # _set_check: leave clusterName as it is
@@ -124,17 +126,20 @@ class WorkloadController:
              clusters_of: Mapping[str, tuple[str, ...]]) -> None:
         """One pass over the manager's ``workloads`` (by key) and the workers' ``copies``;
         ``clusters_of`` gives each valid MultiKueue check's clusters."""
-        ours: set[str] = set()
         self.pods.begin_pass()
-        for key, workload in sorted(workloads.items()):
-            found = _multikueue_check(workload, clusters_of)
-            if found is None:
-                continue
-            ours.add(key)
+        found = {key: (w, c) for key, w in sorted(workloads.items()) if (c := _multikueue_check(w, clusters_of))}
+        ours = set(found)
+
+        def one(key: str) -> None:
+            workload, (check, clusters) = found[key]
             try:
-                self.reconcile(workload, found[0], found[1], copies)
+                self.reconcile(workload, check, clusters, copies)
             except Exception as e:  # noqa: BLE001 - one Workload's failure is retried next pass
                 log.warning("multikueue: workload %s: %s", key, e)
+
+        # Workloads are independent of each other: their round trips overlap (as apply's chains do).
+        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="multikueue") as pool:
+            list(pool.map(one, sorted(found)))
         for worker, held in copies.items():  # deleted in the manager since the last pass
             for key, copy in list(held.items()):
                 if key in self.known and key not in workloads:
