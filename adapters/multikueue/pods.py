@@ -14,7 +14,6 @@ scheduled. The manager pods stay gated: they run in the worker only.
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
@@ -24,8 +23,6 @@ from kubernetes.client.exceptions import ApiException
 from .api import ORIGIN_LABEL, PREBUILT_LABEL
 
 __all__ = ["is_made_of_pods", "PodMirror", "remote_pod"]
-
-log = logging.getLogger("clueue.multikueue")
 
 _SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "ownerReferences",
                   "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers", "selfLink")
