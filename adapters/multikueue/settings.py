@@ -9,7 +9,7 @@ multiKueue:
   origin: multikueue        # Kueue's field: the value of kueue.x-k8s.io/multikueue-origin on copies
   workerLostTimeout: 15m    # Kueue's field
   dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once   # Kueue's field
-  syncPeriod: 2s            # clueue's: how often the loop runs
+  syncPeriod: 1s            # clueue's: how often the loop runs
 ```
 
 Durations are written as Kueue's (Go's ``1m30s``, ``500ms``) or as a number of seconds. The
@@ -55,7 +55,7 @@ class MultiKueueSettings:
     origin: str = "multikueue"
     worker_lost_timeout: float = 900.0
     dispatcher_name: str = ALL_AT_ONCE
-    sync_period: float = 2.0
+    sync_period: float = 1.0
     dispatcher_set: bool = False
 
 
