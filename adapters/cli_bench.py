@@ -106,9 +106,14 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
             raise click.UsageError("--scenario dispatch runs alone")
         from clueue.bench.dispatch import WORKLOADS, dispatch_benchmark, render_dispatch
         err = Console(stderr=True)
+        said: set[tuple[str, int]] = set()
+
+        def say(dispatcher: str, done: int, all_: int) -> None:
+            if done % 500 == 0 and (dispatcher, done) not in said:
+                said.add((dispatcher, done))
+                err.print(f"[dim]{dispatcher}: {done}/{all_} admitted[/]")
         result = dispatch_benchmark(workloads=max(1, round(WORKLOADS * scale)), seed=seed,
-                                    time_budget=min(time_budget, 0.1),
-                                    progress=lambda d, n, all_: err.print(f"[dim]{d}: {n}/{all_}[/]") if n % 500 == 0 else None)
+                                    time_budget=min(time_budget, 0.1), progress=say)
         click.echo(json.dumps(result, indent=2) if fmt == "json" else render_dispatch(result))
         return
     if decision_log:

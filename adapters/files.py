@@ -131,14 +131,17 @@ def parse_config(doc: Document) -> Config:
 def _multikueue(f: Fields) -> MultiKueue:
     """The dispatch fields of the ``multiKueue`` section (docs/dispatch.md): ``dispatcherName``,
     ``clustersPerRound``, ``roundSeconds``, ``staleAfterSeconds``, ``copiesWhenUncertain``
-    (positive whole numbers). Its other fields belong to the MultiKueue adapter's settings."""
+    (positive whole numbers) and ``copiesWhenNoFit`` (0 or more). Its other fields belong to the
+    MultiKueue adapter's settings."""
     default = MultiKueue()
     numbers = {}
-    for key, attr in (("clustersPerRound", "clusters_per_round"), ("roundSeconds", "round_seconds"),
-                      ("staleAfterSeconds", "stale_after_seconds"), ("copiesWhenUncertain", "copies_when_uncertain")):
+    for key, attr, least in (("clustersPerRound", "clusters_per_round", 1), ("roundSeconds", "round_seconds", 1),
+                             ("staleAfterSeconds", "stale_after_seconds", 1),
+                             ("copiesWhenUncertain", "copies_when_uncertain", 1),
+                             ("copiesWhenNoFit", "copies_when_no_fit", 0)):
         value = f.integer(f"multiKueue.{key}", getattr(default, attr))
-        if value is None or value < 1:
-            raise f.fail(f"multiKueue.{key}", f"expected a positive whole number, got {value!r}")
+        if value is None or value < least:
+            raise f.fail(f"multiKueue.{key}", f"expected a whole number of at least {least}, got {value!r}")
         numbers[attr] = value
     return MultiKueue(dispatcher_name=f.string("multiKueue.dispatcherName", default.dispatcher_name)
                       or default.dispatcher_name, **numbers)

@@ -71,7 +71,10 @@ class MultiKueue:
         stale_after_seconds: Optimized: a worker read longer ago than this is stale; a
             prediction on it is uncertain.
         copies_when_uncertain: Optimized: workers nominated for a workload whose prediction is
-            uncertain (it fits only on stale workers, or nowhere).
+            uncertain (it fits only on stale workers, or nowhere while some worker's data is
+            stale or unread).
+        copies_when_no_fit: Optimized: workers nominated for a workload that fits nowhere, as
+            every worker's fresh data tell (0: it waits, and is nominated once one has room).
     """
 
     dispatcher_name: str = OPTIMIZED
@@ -79,6 +82,7 @@ class MultiKueue:
     round_seconds: int = 300
     stale_after_seconds: int = 60
     copies_when_uncertain: int = 3
+    copies_when_no_fit: int = 0
 
 
 @dataclass(frozen=True)

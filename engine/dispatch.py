@@ -9,7 +9,8 @@ those workers; the first worker to admit one wins. Dispatchers (``multiKueue.dis
 - Optimized (clueue's default): ``policies/dispatch.lp`` predicts, from each worker's free
   quota and nodes (dispatch_workers.py), where the workload will be admitted, and nominates that
   worker alone; workloads dispatched together share each worker's room. When the prediction is
-  uncertain (it fits only on workers whose data is stale, or on none), it nominates a few.
+  uncertain (some worker's data is stale or unread) it nominates a few; a workload that fits
+  nowhere, as fresh data tell, waits (``copiesWhenNoFit``, 0 by default).
 - AllAtOnce: every Active worker of the workload's MultiKueueConfig.
 - Incremental: the Active workers by name, ``clustersPerRound`` more each ``roundSeconds``,
   counted from when the workload's quota was reserved (its own status): so the engine stays a
@@ -218,7 +219,8 @@ def _units(asks: Iterable[_Ask], capacities: Iterable[WorkerCapacity]) -> dict[s
 def _facts(targets: list[DispatchTarget], asks: Mapping[str, _Ask], snapshot: Snapshot,
            capacities: Mapping[str, WorkerCapacity], units: Mapping[str, Fraction], config: Config) -> str:
     settings = config.multikueue
-    lines = [fact_text("dispatch_copies", [settings.copies_when_uncertain])]
+    lines = [fact_text("dispatch_copies", [settings.copies_when_uncertain]),
+             fact_text("dispatch_no_fit_copies", [settings.copies_when_no_fit])]
     lines += [fact_text("dispatch_unit", [r, format_quantity(u)]) for r, u in sorted(units.items())]
     workers = sorted({k for t in targets for k in t.clusters})
 
@@ -289,7 +291,8 @@ def _optimized(targets: list[DispatchTarget], snapshot: Snapshot, capacities: Ma
     units = _units(asks.values(), capacities.values())
     facts = _facts(targets, asks, snapshot, capacities, units, config)
     active = {name for name, c in snapshot.multikueue_clusters.items() if c.active}
-    nominated, predicted = _solve_dispatch(facts, policy, budget=budget)
+    # a fifth of the cycle's budget at most: dispatch must not hold up the next cycle's admissions
+    nominated, predicted = _solve_dispatch(facts, policy, budget=min(budget, _BUDGET_SHARE * config.time_budget))
     order = {k: i for i, k in enumerate(sorted({k for t in targets for k in t.clusters}))}
     by_worker: dict[str, list[str]] = {}
     for w, k in sorted(predicted.items()):
@@ -318,25 +321,29 @@ def _solve_dispatch(facts: str, policy: Policy, *, budget: float
         best["atoms"] = [(s.name, s.arguments[0].string, s.arguments[1].string) for s in model.symbols(shown=True)
                          if s.name in ("nominate", "predicted") and len(s.arguments) == 2]
 
-    # Two tries: core-guided optimization proves a few workloads' plan at once, where branch
-    # and bound may take seconds to prove what it found at once; with many workloads it may find
-    # nothing in time, and branch and bound, led by dispatch.lp's domain heuristic to a good
-    # first plan, keeps the best it finds in the rest of the budget.
     deadline = time.monotonic() + budget
-    for options, share in ((["--opt-strategy=usc"], _CORE_GUIDED_SHARE), (["--heuristic=Domain"], 1.0)):
-        messages = _Messages()
-        ctl = _control(["--opt-mode=opt", "--models=0", *options], messages)
-        _load(ctl, facts, policy, _PARTS)
-        _ground(ctl, [(part, []) for part in _PARTS], messages)
-        now = time.monotonic()
-        _, finished = _solve(ctl, now + share * max(0.0, deadline - now), on_model=on_model)
-        if finished:
-            break
-    if "atoms" not in best:  # a grace period to find some plan, as the decide pass has
-        _solve(ctl, time.monotonic() + _GRACE_SECONDS, on_model=on_model)
+    messages = _Messages()
+    ctl = _control(["--heuristic=Domain", "--opt-mode=ignore", "--models=1"], messages)
+    _load(ctl, facts, policy, _PARTS)
+    _ground(ctl, [(part, []) for part in _PARTS], messages)
+    # 1. The first plan, as dispatch.lp's domain heuristic leads the search: workloads predicted
+    #    in rank order, each on the worker where it fits tightest (first fit in rank order).
+    _solve(ctl, max(deadline, time.monotonic() + _GRACE_SECONDS), on_model=on_model)
     if "atoms" not in best:
         raise SolveError("the dispatch pass found no nomination within its budget: check the integrity "
                          "constraints of your policy files' dispatch part, or raise --time-budget")
+    # 2. Whoever it predicts stays predicted, so that optimizing never gives the room of a
+    #    higher-ranked workload to lower-ranked ones; then the preferences choose among the plans
+    #    left, core-guided (it proves small problems at once, where branch and bound may not).
+    first = {w for name, w, _ in best["atoms"] if name == "predicted"}
+    with ctl.backend() as backend:
+        for atom in ctl.symbolic_atoms.by_signature("predicted_any", 1):
+            if atom.symbol.arguments[0].string in first:
+                backend.add_rule([], [-atom.literal])
+    ctl.configuration.solve.opt_mode = "opt"
+    ctl.configuration.solve.models = 0
+    ctl.configuration.solver.opt_strategy = "usc"
+    _solve(ctl, deadline, on_model=on_model)
     nominated: dict[str, set[str]] = {}
     predicted: dict[str, str] = {}
     for name, w, k in best["atoms"]:
@@ -348,8 +355,8 @@ def _solve_dispatch(facts: str, policy: Policy, *, budget: float
 
 
 _PARTS = ("base", "dispatch")
-_CORE_GUIDED_SHARE = 0.3  # of the dispatch pass's budget
 _GRACE_SECONDS = 0.5
+_BUDGET_SHARE = 0.2
 
 
 def _room_text(q: QueueRoom, flavor: str, r: str, lq: str, need: Fraction) -> str:

@@ -249,6 +249,8 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        'nominated_before("team-a/train","worker-a").'),
     _p("dispatch_copies(N)", "int", "A workload whose prediction is uncertain is nominated to N workers "
        "(multiKueue.copiesWhenUncertain).", 'dispatch_copies(3).'),
+    _p("dispatch_no_fit_copies(N)", "int", "A workload that fits no worker, as their fresh data tell, is nominated "
+       "to N workers (multiKueue.copiesWhenNoFit; 0: it waits).", 'dispatch_no_fit_copies(0).'),
     _p("dispatch_unit(R,Unit)", "str str", "Amounts of R in the dispatch facts are integers in Unit.",
        'dispatch_unit("memory","1Gi").'),
     _p("resource_unit(R,Unit)", "str str",

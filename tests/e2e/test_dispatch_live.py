@@ -10,7 +10,6 @@ import base64
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -19,6 +18,7 @@ from clueue.adapters.kube.dispatch_workers import WorkerReader, read_worker
 from clueue.engine.dispatch_workers import worker_capacity
 from tests.e2e.controller_harness import (CONTROLLER_NS, controller_log, metric, metrics_port, start_controller,
                                           stop_controller, wait_until)
+from tests.e2e.test_multikueue import get
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
@@ -102,24 +102,15 @@ def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[Con
     proc = start_controller(manager, "--config", str(config), "--batch-window", "0.05")
     try:
         port = metrics_port(proc)
-        for worker in workers:
-            wait_until(lambda w=worker: metric(port, "clueue_multikueue_worker_active", cluster=w) == 1, WAIT,
-                       f"{worker} active", proc=proc)
-        custom.create_namespaced_custom_object(G, V, ns, "workloads", {
-            "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
-            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                "restartPolicy": "Never", "containers": [
-                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}]}}}]}})
-
-        def status() -> dict[str, Any]:
-            return custom.get_namespaced_custom_object(G, V, ns, "workloads", "job").get("status") or {}
-
-        wait_until(lambda: status().get("nominatedClusterNames") == ["worker2"], WAIT,
-                   "the Workload nominated to worker2 alone", proc=proc)
+        wait_until(lambda: all(metric(port, "clueue_multikueue_worker_active", cluster=w) == 1 for w in workers),
+                   WAIT, "both workers active", proc=proc)
+        _submit(custom, ns, cpu="4")
+        wait_until(lambda: ((get(api, "workloads", "job", ns) or {}).get("status") or {}).get("nominatedClusterNames")
+                   == ["worker2"], WAIT, "the Workload nominated to worker2 alone", proc=proc)
         with workers["worker2"].api_client() as w2:
-            wait_until(lambda: _copy(w2, ns) is not None, WAIT, "its copy in worker2", proc=proc)
+            wait_until(lambda: get(w2, "workloads", "job", ns) is not None, WAIT, "its copy in worker2", proc=proc)
         with workers["worker1"].api_client() as w1:
-            assert _copy(w1, ns) is None, "no copy where it does not fit"
+            assert get(w1, "workloads", "job", ns) is None, "no copy where it does not fit"
         events = core.list_namespaced_event(ns).items
         assert any(e.reason == "Nominated" and "worker2" in e.message for e in events), controller_log(proc)[-2000:]
     finally:
@@ -127,10 +118,10 @@ def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[Con
         api.close()
 
 
-def _copy(api: client.ApiClient, ns: str) -> dict[str, Any] | None:
-    try:
-        return client.CustomObjectsApi(api).get_namespaced_custom_object(G, V, ns, "workloads", "job")
-    except client.ApiException as e:
-        if e.status == 404:
-            return None
-        raise
+def _submit(custom: client.CustomObjectsApi, ns: str, *, cpu: str) -> None:
+    """Workload ``ns``/job of one pod asking ``cpu``, in LocalQueue lq."""
+    container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+    custom.create_namespaced_custom_object(G, V, ns, "workloads", {
+        "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [container]}}}]}})

@@ -82,11 +82,16 @@ def test_workloads_dispatched_together_share_each_workers_free_quota():
     plan = cycle([manager(("worker-a", "worker-b")), [workload(f"w{i}", cpu="3", minute=i) for i in range(3)]],
                  [worker("worker-a", 4), worker("worker-b", 4)])
     got = nominated(plan)
-    # each worker has room for one of them: the first two go one to each, the third fits nowhere
-    # (once they are counted) and goes to both, the prediction being uncertain
+    # each worker has room for one of them: the first two go one to each; the third fits nowhere
+    # once they are counted, and with fresh data it waits for room, with no copy anywhere
     assert sorted(got["default/w0"] + got["default/w1"]) == ["worker-a", "worker-b"]
-    assert got["default/w2"] == ["worker-a", "worker-b"]
-    assert {note(plan, "w2", k).code for k in ("worker-a", "worker-b")} == {"Uncertain"}
+    assert "default/w2" not in got
+    assert {note(plan, "w2", k).code for k in ("worker-a", "worker-b")} == {"RoomTaken"}
+    # with copiesWhenNoFit it is copied, but never where it fits alone: that worker's queue would
+    # admit its copy before the one predicted there
+    plan = cycle([manager(), [workload(f"w{i}", cpu="3", minute=i) for i in range(3)]],
+                 [worker("worker-a", 4), worker("worker-b", 4), worker("worker-c", 2)], copies_when_no_fit=1)
+    assert nominated(plan)["default/w2"] == ["worker-c"]
 
 
 def test_stale_data_makes_the_prediction_uncertain_and_several_workers_are_nominated():
@@ -99,9 +104,10 @@ def test_stale_data_makes_the_prediction_uncertain_and_several_workers_are_nomin
 
 
 def test_an_inactive_worker_is_never_nominated():
-    # worker-c alone has room, but is not Active: the prediction fails, every active one gets a copy
+    # worker-c alone has room, but is not Active; worker-a's data is stale: the prediction is
+    # uncertain, and every active worker gets a copy
     plan = cycle([manager(inactive=("worker-c",)), workload("w", cpu="8")],
-                 [worker("worker-a", 2), worker("worker-b", 2), worker("worker-c", 16)])
+                 [worker("worker-a", 2, age=120), worker("worker-b", 2), worker("worker-c", 16)])
     assert nominated(plan) == {"default/w": ["worker-a", "worker-b"]}
     assert note(plan, "w", "worker-c").code == "Inactive"
     plan = cycle([manager(inactive=("worker-c",)), workload("w", cpu="1")],
@@ -121,8 +127,8 @@ def test_a_policy_extension_prefers_the_workers_region(tmp_path: Path):
     labelled["metadata"]["labels"] = {"data-region": "eu"}
     objs = [manager(("worker-a", "worker-b"), labels={"worker-a": {"region": "eu"}, "worker-b": {"region": "us"}}),
             labelled]
-    workers = [worker("worker-a", 4), worker("worker-b", 16)]
-    assert nominated(cycle(objs, workers)) == {"default/w": ["worker-b"]}  # the most headroom
+    workers = [worker("worker-a", 16), worker("worker-b", 4)]
+    assert nominated(cycle(objs, workers)) == {"default/w": ["worker-b"]}  # the tightest fit
     (tmp_path / "region.lp").write_text(REGION_POLICY)
     assert nominated(cycle(objs, workers, policy=(str(tmp_path),))) == {"default/w": ["worker-a"]}
 
