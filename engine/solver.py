@@ -807,7 +807,10 @@ def _rank_batches(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[st
         if not batch:
             decided(out, False)
             continue
-        hints = [atoms[room.place_symbol(w, ps, c, k)].literal for w, placed in reserved.items() for ps, c, k in placed]
+        # a reservation the program has no atom for (a class made unplaceable for the workload
+        # by an earlier solve of the cycle) is no hint: the solver places those pods itself
+        hinted = (atoms[room.place_symbol(w, ps, c, k)] for w, placed in reserved.items() for ps, c, k in placed)
+        hints = [a.literal for a in hinted if a is not None]
         if solve(batch, [-admit_atom[w] for w in out if w in admit_atom] + hints, left):
             decided(out, False)
             size = min(2 * size, _MOST_BATCH)
