@@ -127,7 +127,8 @@ def run_dispatch(snapshot: Snapshot, targets: list[DispatchTarget], policy: Poli
     actions, entries = [], []
     for t in targets:
         nominated, notes = chosen[t.workload.key]
-        nominated = nominated[:MAX_NOMINATED]
+        # none is never written: a workload that waits for room keeps the copies it has
+        nominated = nominated[:MAX_NOMINATED] or t.nominated
         entries.append(DispatchEntry(t.workload.key, _short_name(settings.dispatcher_name), nominated, notes))
         if nominated and nominated != t.nominated:
             actions.append(Action("nominate", t.workload.key, t.workload.key, {
