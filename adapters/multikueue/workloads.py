@@ -265,12 +265,16 @@ class WorkloadController:
         for worker, copy in mine.items():
             if worker != winner:
                 self.delete_copy(worker, copy, workload, f"a duplicate: the workload runs on {winner}")
-        if winner not in copies:  # out of reach (or never named): lost after workerLostTimeout
-            lost = self.registry.out_of_reach_for(winner, time.time()) if winner else float("inf")
+        if winner not in copies:  # out of reach: lost after workerLostTimeout
+            if winner not in self.registry.workers:
+                self._set_check(workload, check, "Retry", f'Admitting remote lost: no MultiKueueCluster "{winner}"',
+                                cluster=None)
+                return
+            lost = self.registry.out_of_reach_for(winner, time.time())
             if lost >= self.settings.worker_lost_timeout:
                 self._set_check(workload, check, "Retry", f'Admitting remote lost: worker "{winner}" has not '
                                 f"answered for {lost:.0f} s (workerLostTimeout)", cluster=None)
-                if self.metrics is not None and winner:
+                if self.metrics is not None:
                     self.metrics.multikueue_lost.labels(winner).inc()
             return
         copy = mine.get(winner)

@@ -574,6 +574,27 @@ def test_garbage_collector_removes_an_orphan(clusters: Clusters) -> None:
     assert copy_in(clusters, "worker1", ns, "someone-elses") is not None, "another origin's copy is left alone"
 
 
+def test_the_winners_cluster_deleted(clusters: Clusters) -> None:
+    """Its MultiKueueCluster deleted: the workload is requeued at once; made again, the worker
+    is connected again and the stale copy there is removed."""
+    ns = running_on(clusters, "worker2")
+    custom = client.CustomObjectsApi(clusters.api)
+    worker2 = custom.get_cluster_custom_object(G, "v1beta2", "multikueueclusters", "worker2")
+    custom.delete_cluster_custom_object(G, V, "multikueueclusters", "worker2")
+    try:
+        retry = wait_until(lambda: check_of(clusters, ns) if check_of(clusters, ns).get("state") == "Retry" else None,
+                           WAIT, "the check Retry")
+        assert retry["message"] == 'Admitting remote lost: no MultiKueueCluster "worker2"'
+    finally:
+        custom.create_cluster_custom_object(G, "v1beta2", "multikueueclusters", {
+            "apiVersion": f"{G}/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": "worker2"},
+            "spec": worker2["spec"]})
+    wait_until(lambda: cond(get(clusters.api, "multikueueclusters", "worker2"), "Active").get("status") == "True",
+               WAIT, "worker2 connected again")
+    wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the stale copy removed")
+    delete_workload(clusters, ns)
+
+
 def test_unresponsive_worker_lost_then_back_with_a_duplicate(clusters: Clusters) -> None:
     """worker1 runs the workload and stops answering: inactive with an Event, the workload goes
     back to pending after workerLostTimeout and runs on worker2; worker1 comes back on a new
