@@ -29,6 +29,7 @@ from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, e
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
 from .podgroups import holds
 from .policy import Policy
+from .preemption import Victims
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
 from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
@@ -419,12 +420,6 @@ def _held_admission(w: Workload) -> tuple[PodSetAssignment, ...]:
                  for a in w.admission.pod_sets)
 
 
-def _preempted(decision: Decision, key: str) -> Reason:
-    """Why admitted ``key`` is evicted: the preempting workloads that count on its quota."""
-    return make_reason("Preempted", clusterQueue=decision.cluster_queues.get(key),
-                       preemptors=sorted(p for p, v in decision.preempts if v == key))
-
-
 def _preempting(decision: Decision, key: str) -> Reason:
     """Why ``key``, admitted in the decision, waits: the victims it counts on."""
     return make_reason("Preempting", clusterQueue=decision.cluster_queues.get(key),
@@ -453,12 +448,12 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
     admitted workload."""
     actions: list[Action] = []
     workloads = list(workloads)
-    borrowing = _borrowing(snapshot, workloads, decision)
+    victims = Victims(snapshot, workloads, decision)
     for w in workloads:
         if w.finished:
             continue
         if w.key in decision.evicted or w.evict:
-            reason = w.evict or _preempted(decision, w.key)
+            reason = w.evict or victims.reason(w.key)
             by = sorted(p for p, v in decision.preempts if v == w.key)  # Kueue's Preempted reason needs their queues
             pods = w.pod_refs
             if reason.code in _CHECK_EVICTIONS:  # as Kueue stops pods: those still gated stay, queued again
@@ -468,7 +463,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                                                             "pods": [{"name": n, "uid": u} for n, u in pods],
                                                             "preemptorClusterQueues": {
                                                                 p: decision.cluster_queues.get(p) for p in by},
-                                                            "borrowing": [p for p in by if p in borrowing]}))
+                                                            "borrowing": [p for p in by if p in victims.borrowing]}))
         elif w.admission is not None:
             if not (w.confirmed or ready(w.checks)):
                 continue  # quota reserved: its pods wait for its admission checks
@@ -489,34 +484,6 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             if not checks:
                 actions += _ungate_actions(snapshot, w, admission, pinned)
     return actions
-
-
-def _borrowing(snapshot: Snapshot, workloads: list[Workload], decision: Decision) -> frozenset[str]:
-    """The preempting workloads whose ClusterQueue, once they are admitted and all victims are
-    gone, holds more than its nominal quota of a flavor and resource they use: Kueue calls
-    their preemptions in the cohort reclamation while borrowing."""
-    if not decision.preempts:
-        return frozenset()
-    held: dict[tuple[str, str, str], Any] = {}
-    used: dict[str, set[tuple[str, str]]] = {}
-    for w in workloads:
-        if w.key in decision.preempting:
-            queue, admission = decision.cluster_queues.get(w.key), _admission(w, decision.assignments.get(w.key, {}))
-        elif w.admission is not None and w.key not in decision.evicted and not w.evict:
-            queue, admission = w.admission.cluster_queue, _held_admission(w)
-        else:
-            continue
-        requests = {ps.name: ps.requests for ps in w.pod_sets}
-        for a in admission:
-            for r, f in a.flavors.items():
-                held[(queue or "", f, r)] = held.get((queue or "", f, r), 0) + requests.get(a.name, {}).get(r, 0) * a.count
-                if w.key in decision.preempting:
-                    used.setdefault(w.key, set()).add((f, r))
-    nominal = {(q, fq.flavor, r): rq.nominal for q, cq in snapshot.cluster_queues.items()
-               for g in cq.resource_groups for fq in g.flavors for r, rq in fq.resources.items()}
-    return frozenset(p for p, pairs in used.items() if any(
-        held[(decision.cluster_queues.get(p) or "", f, r)] > nominal.get((decision.cluster_queues.get(p) or "", f, r), 0)
-        for f, r in pairs))
 
 
 def _unfit(snapshot: Snapshot, nodes: NodeClasses | None, done: _Round,
@@ -578,6 +545,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
     rank = {w: i for i, w in enumerate(decision.ranked)}
     shared: dict[str, tuple[str, tuple[Reason, ...]]] = {}  # explained workload -> (state, reasons)
     entries: dict[str, WorkloadEntry] = {}
+    victims = Victims(snapshot, built.workloads, decision)
     for w in built.workloads:
         if w.key in done.proxy or w.key in done.stand_in:
             continue
@@ -587,7 +555,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
         if w.finished:
             entries[w.key] = WorkloadEntry(**base, state="finished", reasons=(make_reason("Finished", **w.finish),))
         elif w.key in decision.evicted or w.evict:
-            reason = w.evict or _preempted(decision, w.key)
+            reason = w.evict or victims.reason(w.key)
             entries[w.key] = WorkloadEntry(**base, state=_state((reason,)), reasons=(reason,))
         elif w.admission is not None:
             waiting = _check_reasons(snapshot, w) if w.checks else ()

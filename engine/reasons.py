@@ -151,8 +151,14 @@ _KINDS = (
                "evicted: ClusterQueue {{clusterQueue}} is stopped with stopPolicy HoldAndDrain", True),
     ReasonKind("LocalQueueDrained", None, ("namespace", "localQueue"),
                "evicted: LocalQueue {{namespace}}/{{localQueue}} is stopped with stopPolicy HoldAndDrain", True),
-    ReasonKind("Preempted", None, ("clusterQueue", "preemptors"),
-               "preempted in ClusterQueue {{clusterQueue}} to make room for {{preemptors|join(', ')}}"),
+    ReasonKind("Preempted", None, ("clusterQueue", "preemptors", "preemptions", "held"),
+               "preempted in ClusterQueue {{clusterQueue}} to make room for {{preemptors|join(', ')}}"
+               "{% for p in preemptions %}; {{p.preemptor}} of ClusterQueue {{p.clusterQueue}} by {{p.rule}}"
+               "{% if p.needs %}, asking {% for f, rs in p.needs.items() %}{% for r, a in rs.items() %}{{r}} {{a}} in {{f}}"
+               "{% if not loop.last %}, {% endif %}{% endfor %}{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}"
+               "{% if p.shares %} (share {{p.shares.before}} -> {{p.shares.after}}){% endif %}{% endfor %}"
+               "{% if held %}; it held {% for f, rs in held.items() %}{% for r, a in rs.items() %}{{r}} {{a}} in {{f}}"
+               "{% if not loop.last %}, {% endif %}{% endfor %}{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}"),
     ReasonKind("Preempting", None, ("clusterQueue", "victims"),
                "fits in ClusterQueue {{clusterQueue}} by preempting {{victims|join(', ')}}; "
                "admitted once they release their quota"),
@@ -177,6 +183,10 @@ def make_reason(code: str, **details: Any) -> Reason:
     if missing:
         raise ValueError(f"reason {code} lacks {sorted(missing)}")
     key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in details.items())
+    try:
+        hash(key)
+    except TypeError:  # nested details (a list of mappings): rendered without the cache
+        return Reason(code, _templates[code].render(**details), details)
     return Reason(code, _render(code, key), details)
 
 

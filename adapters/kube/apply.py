@@ -104,6 +104,7 @@ from kubernetes.client.exceptions import ApiException
 from clueue.engine import Document, Plan, WorkloadEntry
 from clueue.engine.plan import UNBUILT_CODES
 from clueue.engine.objects import Rejected
+from clueue.engine.preemption import RULES
 from clueue.engine.quantity import format_quantity
 from clueue.engine.queues import assignment_usage
 from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
@@ -1087,7 +1088,8 @@ def _written(obj: Any, deleting: tuple[str, str] | None) -> list[tuple[str, str,
 
 def _preemption_variant(plan: Plan, details: dict[str, Any]) -> tuple[str, str]:
     """Kueue's reason on a victim's ``Preempted`` condition, from a ``preempt`` action's
-    ``details``, and the preemptors' names: ``InClusterQueue`` when a preemptor is of the
+    ``details``, and the preemptors' names: the rule the plan's reason names; for a plan made
+    before reasons named it, ``InClusterQueue`` when a preemptor is of the
     victim's ClusterQueue; else ``InCohortReclaimWhileBorrowing`` when a preemptor's queue
     borrows once it is admitted (``borrowing`` of the action, from the cycle), else
     ``InCohortReclamation`` (it takes back its nominal quota)."""
@@ -1098,7 +1100,11 @@ def _preemption_variant(plan: Plan, details: dict[str, Any]) -> tuple[str, str]:
     if not isinstance(queues, dict):  # a plan made before the cycle recorded them: read them from its entries
         entries = {e.name: e for e in plan.workloads} if preemptors else {}
         queues = {p: entries[p].cluster_queue for p in preemptors if p in entries}
-    if not preemptors or victim_cq in queues.values() or not queues:
+    rules = [str(p.get("rule")) for p in (reason.get("details") or {}).get("preemptions") or ()
+             if isinstance(p, dict) and p.get("rule") in _PREEMPTION_WHY]
+    if rules:  # the cycle named the rule (engine/preemption.py); the first preemptor's, as Kueue has one
+        variant = rules[0]
+    elif not preemptors or victim_cq in queues.values() or not queues:
         variant = "InClusterQueue"
     elif set(details.get("borrowing") or ()) & set(preemptors):
         variant = "InCohortReclaimWhileBorrowing"
@@ -1108,10 +1114,7 @@ def _preemption_variant(plan: Plan, details: dict[str, Any]) -> tuple[str, str]:
 
 
 # Kueue's words for each Preempted reason, in the condition's message.
-_PREEMPTION_WHY = {"InClusterQueue": "prioritization in the ClusterQueue",
-                   "InCohortReclamation": "reclamation within the cohort",
-                   "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
-                   "InCohortFairSharing": "Fair Sharing within the cohort"}
+_PREEMPTION_WHY = RULES
 
 # The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
 _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",

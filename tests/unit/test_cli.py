@@ -296,13 +296,14 @@ def test_text_plan_ends_with_counts_per_cluster_queue():
     assert lines[-1] == table[-1]
 
 
-def preemption_snapshot(tmp_path, borrower_priority):
+def preemption_snapshot(tmp_path, borrower_priority, reclaim="Any"):
     """ClusterQueue a (4 cpu, preempts lower priorities and reclaims) runs low (2 cpu, priority 0) and
-    lends 2 cpu to b's borrower; high (2 cpu, priority 100) needs one of them to go."""
+    lends 2 cpu to b's borrower; high (2 cpu, priority 100) needs one of them to go (the borrower
+    if a may reclaim it: borrowed quota is taken back before a queue's own work is evicted)."""
     from tests.builders import cluster_queue, flatten, flavor, local_queue, namespace, workload
     docs = flatten([namespace("default"), namespace("other"), flavor("od"),
                     cluster_queue("a", {"od": {"cpu": 4}}, cohort="co", preemption={
-                        "withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}),
+                        "withinClusterQueue": "LowerPriority", "reclaimWithinCohort": reclaim}),
                     cluster_queue("b", {"od": {"cpu": 0}}, cohort="co"), local_queue("a"), local_queue("b", ns="other"),
                     workload("low", cpu=2, priority=0, admitted_in=("a", "od")),
                     workload("borrower", ns="other", cpu=2, priority=borrower_priority, admitted_in=("b", "od")),
@@ -312,13 +313,14 @@ def preemption_snapshot(tmp_path, borrower_priority):
 
 
 def test_text_plan_says_which_workload_a_preemption_makes_room_for(tmp_path):
-    lines = invoke("plan", preemption_snapshot(tmp_path, borrower_priority=3)).output.splitlines()
+    lines = invoke("plan", preemption_snapshot(tmp_path, borrower_priority=100, reclaim="LowerPriority")).output.splitlines()
     assert lines[0] == ("Plan for 3 workloads: 1 admitted (0 new, 1 before this cycle), 1 pending, 1 evicted, "
                         "0 inadmissible, 0 finished.")
     assert "EVICTED      default/low  (queue main -> a, priority 0)" in lines
     assert "  preempt    default/low  (priority 0, ClusterQueue a) to make room for default/high (priority 100)" in lines
     assert [row.split() for row in lines[-2:]] == [["a", "0", "0", "1", "1", "0", "0"], ["b", "0", "1", "0", "0", "0", "0"]]
-    explained = invoke("explain", preemption_snapshot(tmp_path, borrower_priority=3), "default/low").output
+    explained = invoke("explain", preemption_snapshot(tmp_path, borrower_priority=100, reclaim="LowerPriority"),
+                       "default/low").output
     assert "    preempt default/low (priority 0, ClusterQueue a) to make room for default/high (priority 100)" in explained
 
 
