@@ -119,7 +119,8 @@ def run_dispatch(snapshot: Snapshot, targets: list[DispatchTarget], policy: Poli
     if not targets or settings.dispatcher_name not in (OPTIMIZED, ALL_AT_ONCE, INCREMENTAL):
         return Dispatch()
     if settings.dispatcher_name == OPTIMIZED:
-        capacities = {name: worker_capacity(view, config) for name, view in snapshot.workers.items()}
+        asking = [t.workload for t in targets]
+        capacities = {name: worker_capacity(view, config, asking) for name, view in snapshot.workers.items()}
         chosen = _optimized(targets, snapshot, capacities, policy, config, budget)
     else:
         active = {name for name, c in snapshot.multikueue_clusters.items() if c.active}

@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .config import Config
 from .placement import node_classes
 from .plan import PodSetAssignment, WorkloadEntry
 from .queues import entry_usage
 from .snapshot import WorkerView
-from .workloads import build_workloads
+from .workloads import Workload, build_workloads
 
 __all__ = ["QueueRoom", "WorkerCapacity", "worker_capacity"]
 
@@ -57,8 +57,9 @@ class WorkerCapacity:
         return self.queues.get(cq) if cq is not None else None
 
 
-def worker_capacity(view: WorkerView, config: Config = Config()) -> WorkerCapacity:
-    """The room of worker ``view``: free quota per ClusterQueue, and free node capacity."""
+def worker_capacity(view: WorkerView, config: Config = Config(), asking: Sequence[Workload] = ()) -> WorkerCapacity:
+    """The room of worker ``view``: free quota per ClusterQueue, and free node capacity of the
+    resources its own workloads and ``asking`` (those to dispatch) request."""
     snapshot = view.snapshot
     built = build_workloads(snapshot, config)
     held: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -80,7 +81,7 @@ def worker_capacity(view: WorkerView, config: Config = Config()) -> WorkerCapaci
         queues[cq.name] = QueueRoom(cq.name, groups, free, cq.stopped)
     nodes: dict[str, tuple[Fraction, Fraction]] = {}
     if snapshot.nodes:
-        for c in node_classes(snapshot, built.workloads).classes:
+        for c in node_classes(snapshot, [*built.workloads, *asking]).classes:
             for r, amount in c.free.items():
                 total, largest = nodes.get(r, (Fraction(0), Fraction(0)))
                 nodes[r] = (total + amount * len(c.nodes), max(largest, amount))

@@ -51,6 +51,15 @@ def worker(name: str, free_cpu: int, *, age: int = 0, used: int = 0) -> WorkerVi
     return WorkerView(name, build_snapshot([Document(f"{name}#{i}", o) for i, o in enumerate(objs)]), age)
 
 
+def with_nodes(view: WorkerView, *cpus: int) -> WorkerView:
+    """``view`` whose worker reports Nodes of these allocatable cpus."""
+    nodes = [Document(f"{view.name}-node{i}", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"},
+                                                "status": {"allocatable": {"cpu": str(c), "pods": "110"}}})
+             for i, c in enumerate(cpus)]
+    return dataclasses.replace(view, snapshot=dataclasses.replace(
+        view.snapshot, nodes=build_snapshot(nodes).nodes))
+
+
 def cycle(objs: list[Any], workers: list[WorkerView], *, policy: tuple[str, ...] = (), now: int | None = None,
           **multikueue: Any) -> Plan:
     snapshot = build_snapshot([Document(f"test#{i}", o) for i, o in enumerate(flatten(objs))])
@@ -189,3 +198,13 @@ def test_without_multikueue_nothing_is_dispatched():
     plan = cycle([namespace("default"), {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "f"}},
                   cluster_queue("cq", {"f": {"cpu": 4}}), local_queue("cq"), workload("w")], [])
     assert plan.dispatch == () and "dispatch" not in plan.to_dict()
+
+
+def test_a_worker_whose_nodes_lack_room_is_not_predicted_even_with_quota():
+    # worker-a has the quota but no node for a 4-cpu pod; worker-b's nodes hold it
+    plan = cycle([manager(("worker-a", "worker-b")), workload("w", cpu="4")],
+                 [with_nodes(worker("worker-a", 16), 2, 2, 2), with_nodes(worker("worker-b", 32), 8)])
+    assert nominated(plan) == {"default/w": ["worker-b"]}
+    assert note(plan, "w", "worker-a").code == "NodesShort"
+    assert note(plan, "w", "worker-a").message == "its roomiest node has 2 cpu free, a pod needs 4"
+
