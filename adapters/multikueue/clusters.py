@@ -80,7 +80,9 @@ class WorkerRegistry:
 
     def active(self) -> Mapping[str, KueueObjects]:
         """The workers that answered the last pass, with their clients."""
-        return {name: w.objects for name, w in sorted(self.workers.items()) if w.active and w.objects is not None}
+        # A copy first: other threads ask (the decision loop's dispatch) while a pass changes it.
+        workers = sorted(list(self.workers.items()))
+        return {name: w.objects for name, w in workers if w.active and w.objects is not None}
 
     def clients(self) -> Mapping[str, client.ApiClient]:
         """The API clients of the workers that answered the last pass (to read them further)."""
@@ -179,11 +181,11 @@ class ClusterController:
             log.info("worker %s is active", worker.name)
 
     def _inactive(self, worker: Worker, was_active: bool, reason: str, message: str) -> None:
+        if was_active or (worker.reason, worker.message) != (reason, message):  # logged once while it lasts
+            log.warning("worker %s is not active: %s: %s", worker.name, reason, message)
         worker.active, worker.reason, worker.message = False, reason, message
         if worker.lost_at is None:
             worker.lost_at = time.time()
-        if was_active or worker.last_contact is None:
-            log.warning("worker %s is not active: %s: %s", worker.name, reason, message)
 
     def _kubeconfig(self, cluster: dict[str, Any]) -> tuple[bytes | None, str, str]:
         """The kubeconfig's bytes, or None with a reason and message."""
