@@ -54,3 +54,12 @@ def test_clueue_plan_and_explain_run_on_the_example():
     assert "worker-a: team-a/main (ClusterQueue team-a) has 4 nvidia.com/gpu free in flavor default, needs 8" \
         in explained.output
     assert "worker-c: inactive" in explained.output
+
+
+def test_the_examples_region_policy_moves_its_labelled_workload():
+    plain = CliRunner().invoke(main, ["plan", EXAMPLE])
+    regional = CliRunner().invoke(main, ["plan", "--policy", f"{EXAMPLE}/policies", EXAMPLE])
+    assert regional.exit_code == 0, regional.output
+    assert "nominate   team-a/etl  workers worker-a" in plain.output
+    assert "nominate   team-a/etl  workers worker-b" in regional.output
+
