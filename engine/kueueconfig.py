@@ -1,0 +1,124 @@
+"""Kueue's own Configuration, as far as clueue decides by it: the ``fairSharing`` and
+``admissionFairSharing`` sections (docs/fair-sharing.md).
+
+Kueue reads its Configuration from the ``controller_manager_config.yaml`` key of the ConfigMap
+``kueue-manager-config`` in ``kueue-system``; a snapshot that holds that ConfigMap (from files or
+a live cluster) carries the two sections, and clueue's own ``--config`` may set them too (its
+sections win). Both are read by the same functions, so they mean the same in either place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .config import FAIR_STRATEGIES, AdmissionFairSharing, Config, FairSharing
+from .parsing import parse_documents
+
+if TYPE_CHECKING:
+    from .snapshot import Fields
+
+__all__ = ["KueueSettings", "KUEUE_CONFIG_MAP", "CONFIG_KEY", "parse_fair_sharing", "parse_admission_fair_sharing",
+           "parse_kueue_config_map", "effective_settings"]
+
+#: ``namespace/name`` of the ConfigMap Kueue reads its Configuration from, and the key holding it.
+KUEUE_CONFIG_MAP = "kueue-system/kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True)
+class KueueSettings:
+    """The sections of a Kueue Configuration clueue decides by (``None``: absent or disabled)."""
+
+    fair_sharing: FairSharing | None = None
+    admission_fair_sharing: AdmissionFairSharing | None = None
+
+
+def parse_fair_sharing(f: Fields, path: str = "fairSharing") -> FairSharing | None:
+    """The ``fairSharing`` section at ``path`` (``None`` if absent).
+
+    Raises:
+        SnapshotError: ``enable`` is not a boolean, or ``preemptionStrategies`` is not one of
+            the lists Kueue accepts (naming the object and field).
+    """
+    if f.get(path) is None:
+        return None
+    section = f.mapping(path)
+    enabled = section.get("enable", True)  # v1beta1 has the flag; in v1beta2 the section enables it
+    if not isinstance(enabled, bool):
+        raise f.fail(f"{path}.enable", f"expected true or false, got {enabled!r}")
+    strategies = f.strings(f"{path}.preemptionStrategies") or FAIR_STRATEGIES[2]
+    if strategies not in FAIR_STRATEGIES:
+        raise f.fail(f"{path}.preemptionStrategies", f"expected one of {', '.join(map(str, map(list, FAIR_STRATEGIES)))}, "
+                                                     f"got {list(strategies)}")
+    return FairSharing(enabled, strategies)
+
+
+def parse_admission_fair_sharing(f: Fields, path: str = "admissionFairSharing") -> AdmissionFairSharing | None:
+    """The ``admissionFairSharing`` section at ``path`` (``None`` if absent).
+
+    Raises:
+        SnapshotError: a duration that is not a Go duration (``168h``, ``5m``), or a resource
+            weight that is not a non-negative number.
+    """
+    if f.get(path) is None:
+        return None
+    f.mapping(path)
+    half_life = _duration(f, f"{path}.usageHalfLifeTime", 0.0)
+    sampling = _duration(f, f"{path}.usageSamplingInterval", 300.0)
+    weights = []
+    for resource, w in sorted(f.mapping(f"{path}.resourceWeights").items()):
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
+            raise f.fail(f"{path}.resourceWeights.{resource}", f"expected a non-negative number, got {w!r}")
+        weights.append((str(resource), float(w)))
+    return AdmissionFairSharing(half_life, sampling, tuple(weights))
+
+
+def _duration(f: Fields, path: str, default: float) -> float:
+    """Seconds of the Go duration at ``path`` (metav1.Duration: ``1h30m``, ``90s``)."""
+    value = f.get(path)
+    if value is None:
+        return default
+    text = value.strip() if isinstance(value, str) else None
+    if text == "0":
+        return 0.0
+    parts = _DURATION_PART.findall(text or "")
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise f.fail(path, f"expected a duration such as 168h, 5m or 90s, got {value!r}")
+    return sum(float(n) * _SECONDS[u] for n, u in parts)
+
+
+def parse_kueue_config_map(f: Fields) -> KueueSettings:
+    """The settings of a ConfigMap: those of its ``controller_manager_config.yaml`` if it is
+    Kueue's (:data:`KUEUE_CONFIG_MAP`); other ConfigMaps hold none.
+
+    Raises:
+        SnapshotError: the key is not a YAML Configuration, or a section is malformed.
+    """
+    from .snapshot import Document, Fields as ObjectFields  # snapshot.py imports this module
+
+    if f"{f.namespace}/{f.name}" != KUEUE_CONFIG_MAP:
+        return KueueSettings()
+    text = f.string(f"data.{CONFIG_KEY}", value=f.mapping("data").get(CONFIG_KEY))
+    if not text:
+        return KueueSettings()
+    docs = [d for d in parse_documents(text, f"{f.doc.source} data.{CONFIG_KEY}") if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise f.fail(f"data.{CONFIG_KEY}", "expected one Configuration object")
+    inner = ObjectFields(Document(f"{f.doc.source} data.{CONFIG_KEY}",
+                                  {**docs[0], "metadata": {"name": f.name, "namespace": f.namespace}}), "ConfigMap")
+    return KueueSettings(parse_fair_sharing(inner), parse_admission_fair_sharing(inner))
+
+
+def effective_settings(snapshot_settings: KueueSettings, config: Config) -> KueueSettings:
+    """What a cycle decides by: each section of clueue's ``config`` if set, else Kueue's; a
+    ``fairSharing`` section with ``enable: false`` turns fair sharing off."""
+    fair = config.fair_sharing if config.fair_sharing is not None else snapshot_settings.fair_sharing
+    return KueueSettings(
+        fair if fair is not None and fair.enabled else None,
+        config.admission_fair_sharing if config.admission_fair_sharing is not None
+        else snapshot_settings.admission_fair_sharing)
