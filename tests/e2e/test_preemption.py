@@ -131,6 +131,11 @@ def test_preemption_deletes_every_pod_of_a_victim_group(api: client.ApiClient, s
     writes = applied(api, t)
     assert {f"preempt Workload {ns}/low", f"delete Pod {ns}/low-0", f"delete Pod {ns}/low-1"} <= set(writes)
     assert {p.metadata.name for p in core.list_namespaced_pod(ns).items} == {"high"}
+    # the whole group in one apply, and its Event says who preempted it and under which rule
+    events = [e for e in core.list_namespaced_event(ns).items
+              if (e.involved_object.kind, e.involved_object.name, e.reason) == ("Workload", "low", "Preempted")]
+    assert events and all(f"{ns}/pod-high" in e.message and "InClusterQueue" in e.message for e in events)
+    assert conditions(workload_object(api, ns, "low")["status"])["Preempted"]["reason"] == "InClusterQueue"
     assert "admission" not in workload_object(api, ns, "low")["status"]
     assert core.read_namespaced_pod("high", ns).spec.scheduling_gates  # not admitted in the same cycle
 
