@@ -45,7 +45,8 @@ def render_plan(plan: Plan, fmt: str, *, scope: Scope = _EVERYTHING, snapshot: S
             raise ValueError("a narrowing scope reads labels from the snapshot: give it")
         workloads = tuple(w for w in plan.workloads if scope.shows(w, snapshot))
         names = {w.name for w in workloads}
-        shown = dataclasses.replace(plan, workloads=workloads, actions=tuple(a for a in plan.actions if a.workload in names))
+        shown = dataclasses.replace(plan, workloads=workloads, actions=tuple(a for a in plan.actions if a.workload in names),
+                                    dispatch=tuple(d for d in plan.dispatch if d.workload in names))
     data = shown.to_dict()
     if scope.narrows:
         data["metadata"]["filter"] = scope.to_dict(len(plan.workloads))
