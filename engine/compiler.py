@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .checks import inactive_checks
 from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
+from .fairsharing import fair_sharing_facts
 from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, PodSetSpec, ResourceGroup
 from .placement import NodeClasses, class_fits, node_classes
@@ -308,6 +309,8 @@ def compile_facts(snapshot: Snapshot, workloads: Iterable[Workload],
         out.extend(own(units.tree(w.namespace, w.queue, _admitted_in(w)))(w))
         out.add("workload_tiebreak", w.key, position)
     _eviction_order(out, live)
+    for predicate, args in fair_sharing_facts(snapshot, live, snapshot.kueue_settings):
+        out.add(predicate, *args)  # type: ignore[arg-type]
     reserved = _reservation_facts(out, snapshot, units)
     if nodes is None and snapshot.nodes:
         nodes = node_classes(snapshot, live)

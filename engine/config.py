@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .objects import LabelSelector, Requirement
 
-__all__ = ["Config", "Limits", "DecisionLogConfig", "MultiKueue", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
+__all__ = ["Config", "Limits", "DecisionLogConfig", "MultiKueue", "FairSharing", "AdmissionFairSharing", "FAIR_STRATEGIES", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
 
 #: Controlling owners whose pods another integration queues (KEP-976: such pods are skipped).
 DEFAULT_MANAGED_OWNERS: tuple[str, ...] = (
@@ -85,6 +85,43 @@ class MultiKueue:
     copies_when_no_fit: int = 0
 
 
+#: Kueue's fair sharing preemption strategies, and the lists of them its configuration accepts.
+FAIR_STRATEGIES: tuple[tuple[str, ...], ...] = (
+    ("LessThanOrEqualToFinalShare",), ("LessThanInitialShare",),
+    ("LessThanOrEqualToFinalShare", "LessThanInitialShare"))
+
+
+@dataclass(frozen=True)
+class FairSharing:
+    """Kueue's ``fairSharing`` section (docs/fair-sharing.md): fair sharing between the
+    ClusterQueues and Cohorts of a cohort, by weight.
+
+    Parameters:
+        enabled: v1beta1's ``enable`` (v1beta2: the section's presence enables it).
+        preemption_strategies: one of :data:`FAIR_STRATEGIES`, tried in this order.
+    """
+
+    enabled: bool = True
+    preemption_strategies: tuple[str, ...] = FAIR_STRATEGIES[2]
+
+
+@dataclass(frozen=True)
+class AdmissionFairSharing:
+    """Kueue's ``admissionFairSharing`` section: the order of the LocalQueues of a ClusterQueue
+    whose ``spec.admissionScope.admissionMode`` is ``UsageBasedAdmissionFairSharing``, by the
+    usage they consumed (docs/fair-sharing.md).
+
+    Parameters:
+        half_life_seconds: ``usageHalfLifeTime``: consumed usage halves in this time (0: forgotten at once).
+        sampling_seconds: ``usageSamplingInterval``: how often consumed usage is sampled.
+        resource_weights: ``resourceWeights``: resource -> weight in the weighted usage (default 1).
+    """
+
+    half_life_seconds: float = 0.0
+    sampling_seconds: float = 300.0
+    resource_weights: tuple[tuple[str, float], ...] = ()
+
+
 @dataclass(frozen=True)
 class Config:
     """Options of a decision cycle.
@@ -99,6 +136,9 @@ class Config:
         limits: the time and memory limits of a cycle run by ``clueue plan``, ``explain`` and ``apply``.
         decision_log: where cycles are recorded; ``None``: nowhere (it decides nothing).
         multikueue: dispatch to MultiKueue's worker clusters.
+        fair_sharing: clueue's own ``fairSharing`` section; ``None``: the one of Kueue's
+            Configuration in the snapshot (the ``kueue-manager-config`` ConfigMap), if any.
+        admission_fair_sharing: likewise for ``admissionFairSharing``.
     """
 
     controller_namespace: str = "clueue-system"
@@ -109,6 +149,8 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     decision_log: DecisionLogConfig | None = None
     multikueue: MultiKueue = field(default_factory=MultiKueue)
+    fair_sharing: FairSharing | None = None
+    admission_fair_sharing: AdmissionFairSharing | None = None
 
     def effective_namespace_selector(self) -> LabelSelector:
         if self.namespace_selector is not None:

@@ -30,6 +30,7 @@ from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, e
 from .podgroups import holds
 from .policy import Policy
 from .preemption import Victims
+from .fairsharing import with_settings
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
 from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
@@ -50,6 +51,7 @@ _KEY = operator.attrgetter("key")
 
 def compile_snapshot(snapshot: Snapshot, config: Config = Config()) -> tuple[Compiled, Workloads]:
     """The workloads of the snapshot and all their facts (what ``clueue facts`` prints)."""
+    snapshot = with_settings(snapshot, config)
     built = build_workloads(snapshot, config)
     return compile_facts(snapshot, built.workloads), built
 
@@ -219,6 +221,7 @@ class Session:
 def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: int | None = None) -> Plan:
     t0 = time.monotonic()
     deadline = t0 + config.time_budget
+    snapshot = with_settings(snapshot, config)  # the fair sharing sections in effect (fairsharing.py)
     built = build_workloads(snapshot, config, memo)
     selection = select_candidates(snapshot, built, policy, memo)
     units = resource_units(snapshot, selection.fixed + selection.ranked)

@@ -140,6 +140,27 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("eviction_order(Q,W,N)", "str str int",
        "Admitted W is the N-th (from 0) workload of ClusterQueue Q that preemption takes: "
        "lower priority first, then the newest, then by name.", 'eviction_order("team-a","research/serve",0).'),
+    # -- fair sharing (docs/fair-sharing.md; only when it is on) --------------------------------
+    _p("fair_strategy(S,I)", "str int",
+       "Fair sharing is on; S is its I-th preemption strategy (from 0): LessThanOrEqualToFinalShare or "
+       "LessThanInitialShare.", 'fair_strategy("LessThanOrEqualToFinalShare",0).'),
+    _p("fair_weight(N,Milli)", "node int", "Node N (below a cohort) has fairSharing.weight Milli/1000.",
+       'fair_weight(cq("team-a"),1000).'),
+    _p("fair_share(N,S)", "node int",
+       "Node N's share now: the largest over resources of what it uses above its subtree quota over what its "
+       "parent can lend, divided by its weight, in millionths, rounded up (2**29 and above: weight 0 and borrowing).",
+       'fair_share(cq("team-a"),250000).'),
+    _p("fair_rank(W,Top,Own,Lq)", "str int int int",
+       "Pending W orders by: Top, the share after admitting W of its ClusterQueue's ancestor just below the "
+       "root (the ClusterQueue itself in a flat cohort); Own, its ClusterQueue's share after; Lq, its LocalQueue's "
+       "position by weighted consumed usage in its ClusterQueue (admission fair sharing; 0 otherwise).",
+       'fair_rank("team-a/train",0,0,1).'),
+    _p("fair_preemptor_share(P,N,S)", "str node int",
+       "Pending P, of a ClusterQueue that reclaims within its cohort, would give node N on its path the share S "
+       "once admitted (in its ClusterQueue's first flavors).", 'fair_preemptor_share("team-a/train",cq("team-a"),400000).'),
+    _p("fair_victim_share(V,N,Old,New)", "str node int int",
+       "Admitted V is below node N, whose share is Old now and New once V is evicted.",
+       'fair_victim_share("team-b/serve",cq("team-b"),600000,300000).'),
     _p("admitted_flavor(W,PS,R,F)", "str str str str", "Admitted W holds resource R of pod set PS in flavor F.",
        'admitted_flavor("research/serve","main","cpu","on-demand").'),
     _p("admitted_count(W,PS,N)", "str str int",

@@ -308,6 +308,8 @@ class ClusterQueue:
     borrow_within_cohort: str = "Never"  # preemption while borrowing: Never or LowerPriority
     borrow_max_priority: int | None = None  # borrowWithinCohort.maxPriorityThreshold
     admission_checks: tuple[CheckRule, ...] = ()  # checks its workloads pass after quota reservation
+    fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight (docs/fair-sharing.md)
+    admission_scope: str = ""  # spec.admissionScope.admissionMode ("": none)
 
     @property
     def stopped(self) -> bool:
@@ -320,6 +322,7 @@ class Cohort:
     name: str
     parent: str | None
     resource_groups: tuple[ResourceGroup, ...]
+    fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight (docs/fair-sharing.md)
 
 
 @dataclass(frozen=True)
@@ -328,6 +331,9 @@ class LocalQueue:
     name: str
     cluster_queue: str
     stop_policy: str = "None"  # one of STOP_POLICIES
+    fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight: admission fair sharing (docs/fair-sharing.md)
+    # status.fairSharing.admissionFairSharingStatus.consumedResources: the usage it consumed (decayed)
+    consumed: Resources = field(default_factory=dict)
 
     @property
     def stopped(self) -> bool:

@@ -51,6 +51,7 @@ from fractions import Fraction
 from math import floor
 from typing import Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
+from .fairsharing import reorders
 from .memo import Changes, Memo
 from .objects import PodSetSpec, ResourceGroup
 from .policy import Policy
@@ -296,8 +297,8 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     """Split the workloads of a cycle; see the module docstring. A ``memo`` (memo.py), the one
     that ``built`` was built with, keeps the split, and each shape's members in rank order,
     from one cycle to the next."""
-    if not all(policy.is_builtin(name) for name in RULE_GROUPS):
-        return Selection(built.workloads)
+    if reorders(snapshot) or not all(policy.is_builtin(name) for name in RULE_GROUPS):
+        return Selection(built.workloads)  # fair sharing orders candidates otherwise (fairsharing.py)
     memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, quotas, plain = _trees(snapshot)

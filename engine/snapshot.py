@@ -26,6 +26,7 @@ from .objects import (
     TopologyRequest, WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
 from .quantity import parse_quantity
+from .kueueconfig import KUEUE_CONFIG_MAP, KueueSettings, parse_kueue_config_map
 
 __all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "SCHEDULING_VERSIONS", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "WorkerView", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
            "INT32_LIMIT", "parse_topology_request", "TOPOLOGY_MODES", "HOSTNAME_LEVEL"]
@@ -79,6 +80,8 @@ class Snapshot:
     multikueue_clusters: Mapping[str, MultiKueueCluster] = field(default_factory=dict)
     # what the manager knows of each worker cluster's own objects (docs/dispatch.md), by name
     workers: Mapping[str, WorkerView] = field(default_factory=dict)
+    # Kueue's Configuration, by ConfigMap (only kueue-system/kueue-manager-config holds any: kueueconfig.py)
+    kueue_configs: Mapping[str, KueueSettings] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # malformed objects left out (lenient snapshots only)
 
@@ -86,7 +89,12 @@ class Snapshot:
         """Every object except workloads and pods: what queues, quotas and priorities are."""
         return (self.namespaces, self.nodes, self.priority_classes, self.workload_priority_classes,
                 self.flavors, self.cluster_queues, self.cohorts, self.local_queues, self.topologies,
-                self.admission_checks)
+                self.admission_checks, self.kueue_configs)
+
+    @property
+    def kueue_settings(self) -> KueueSettings:
+        """The fair sharing sections of Kueue's Configuration in the snapshot (none if absent)."""
+        return self.kueue_configs.get(KUEUE_CONFIG_MAP, KueueSettings())
 
     def digest(self, memo: Memo | None = None) -> str:
         """A stable digest of the snapshot's content, for decision logs and plans.
@@ -138,7 +146,7 @@ class WorkerView:
 
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",
              "cluster_queues", "cohorts", "local_queues", "workloads", "pods", "pod_groups", "topologies",
-             "admission_checks", "multikueue_configs", "multikueue_clusters", "workers")
+             "admission_checks", "multikueue_configs", "multikueue_clusters", "workers", "kueue_configs")
 
 
 class Fields:
@@ -647,7 +655,27 @@ def _cluster_queue(f: Fields) -> ClusterQueue:
         borrow_max_priority=f.integer("spec.preemption.borrowWithinCohort.maxPriorityThreshold")
         if borrow != "Never" else None,
         admission_checks=_check_rules(f),
+        fair_weight=_fair_weight(f),
+        admission_scope=_admission_mode(f),
     )
+
+
+#: Kueue's ``spec.admissionScope.admissionMode`` values of a ClusterQueue.
+ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
+
+
+def _admission_mode(f: Fields) -> str:
+    """``spec.admissionScope.admissionMode`` ("" when there is no admission scope)."""
+    mode = f.string("spec.admissionScope.admissionMode", "") or ""
+    if mode and mode not in ADMISSION_MODES:
+        raise f.fail("spec.admissionScope.admissionMode", f"expected one of {', '.join(ADMISSION_MODES)}, got {mode!r}")
+    return mode
+
+
+def _fair_weight(f: Fields) -> Fraction:
+    """``spec.fairSharing.weight``: a non-negative quantity, 1 if absent (Kueue's default)."""
+    raw = f.get("spec.fairSharing.weight")
+    return Fraction(1) if raw is None else f.quantity("spec.fairSharing.weight", raw)
 
 
 def _check_rules(f: Fields) -> tuple[CheckRule, ...]:
@@ -776,7 +804,7 @@ def _multikueue_cluster(f: Fields) -> MultiKueueCluster:
 
 
 def _cohort(f: Fields) -> Cohort:
-    return Cohort(f.name, f.string("spec.parentName") or f.string("spec.parent"), _resource_groups(f))
+    return Cohort(f.name, f.string("spec.parentName") or f.string("spec.parent"), _resource_groups(f), _fair_weight(f))
 
 
 def _flavor(f: Fields) -> ResourceFlavor:
@@ -807,7 +835,9 @@ def _local_queue(f: Fields) -> LocalQueue:
     cq = f.string("spec.clusterQueue")
     if not cq:
         raise f.fail("spec.clusterQueue", "the name of a ClusterQueue is required")
-    return LocalQueue(f.namespace, f.name, cq, _choice(f, "spec.stopPolicy", STOP_POLICIES))
+    usage = "status.fairSharing.admissionFairSharingStatus"
+    return LocalQueue(f.namespace, f.name, cq, _choice(f, "spec.stopPolicy", STOP_POLICIES), _fair_weight(f),
+                      f.resources(f"{usage}.consumedResources", f.get(f"{usage}.consumedResources")))
 
 
 def _value(f: Fields, path: str = "value") -> int:
@@ -867,6 +897,7 @@ _KINDS: dict[tuple[str, str], tuple[str, Any, bool]] = {
     (KUEUE_GROUP, "AdmissionCheck"): ("admission_checks", _admission_check, False),
     (KUEUE_GROUP, "MultiKueueConfig"): ("multikueue_configs", lambda f: f.strings("spec.clusters"), False),
     (KUEUE_GROUP, "MultiKueueCluster"): ("multikueue_clusters", _multikueue_cluster, False),
+    ("", "ConfigMap"): ("kueue_configs", parse_kueue_config_map, True),
 }
 _KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 _TOPOLOGY_VERSIONS = ("v1alpha1", *_KUEUE_VERSIONS)  # Kueue served Topology as v1alpha1 before v0.14
