@@ -14,6 +14,7 @@ from typing import Iterable, Iterator, Mapping
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
 from clueue.engine.config import Limits, MultiKueue
+from clueue.engine.kueueconfig import parse_admission_fair_sharing, parse_fair_sharing
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
@@ -91,8 +92,9 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
 
     Fields: ``controllerNamespace``, ``podIntegration.namespaceSelector``,
     ``podIntegration.podSelector``, ``podIntegration.managedOwners``, ``solver.timeBudgetSeconds``,
-    ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit), and ``decisionLog``
-    (docs/decision-log.md).
+    ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit), ``decisionLog``
+    (docs/decision-log.md), and Kueue's ``fairSharing`` and ``admissionFairSharing`` sections,
+    which override those of Kueue's ConfigMap in the snapshot (docs/fair-sharing.md).
     """
     config = Config()
     if path is not None:
@@ -125,7 +127,8 @@ def parse_config(doc: Document) -> Config:
         controller_namespace=f.string("controllerNamespace", default.controller_namespace) or default.controller_namespace,
         namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
         pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
-        limits=_limits(f), decision_log=parse_decision_log(f), multikueue=_multikueue(f))
+        limits=_limits(f), decision_log=parse_decision_log(f), multikueue=_multikueue(f),
+        fair_sharing=parse_fair_sharing(f), admission_fair_sharing=parse_admission_fair_sharing(f))
 
 
 def _multikueue(f: Fields) -> MultiKueue:
