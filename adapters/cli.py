@@ -410,5 +410,8 @@ main.add_command(controller)
 from .cli_audit import audit  # noqa: E402 - `clueue audit` lives in its own module
 main.add_command(audit)
 
+from .cli_dashboard import dashboard  # noqa: E402 - `clueue dashboard` lives in its own module
+main.add_command(dashboard)
+
 if __name__ == "__main__":
     main()

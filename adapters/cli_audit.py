@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,10 +20,8 @@ from rich.table import Table
 from clueue.engine import Config, load_policy
 
 from .decisionlog.config import log_path
-from .decisionlog.records import iso_time
-from .decisionlog.schema import DecisionLogError
 from .decisionlog.store import DecisionLog
-from .decisionlog.timeline import brief, render_timeline, timeline
+from .decisionlog.timeline import brief, render_timeline, workload_timeline
 from .decisionlog.units import parse_duration
 from .render import dump
 
@@ -81,23 +80,21 @@ def _stdout() -> Console:
 @_db
 @_config
 @_output
+@click.option("--svg", metavar="FILE", help="Also draw the timeline as a picture: an SVG file written to FILE.")
 @_guard
-def why(workload: str, db: str | None, config_path: str | None, fmt: str) -> None:
+def why(workload: str, db: str | None, config_path: str | None, fmt: str, svg: str | None) -> None:
     """The timeline of NAMESPACE/NAME (a workload as the plan names it): each state it was in,
     for how long, and the reasons that held, from the recorded cycles."""
     if "/" not in workload:
         raise click.UsageError(f"give the workload as NAMESPACE/NAME, not {workload!r}")
     with _open(db, config_path) as log:
-        history = log.history(workload)
-        if not history:
-            near = log.workloads_like("/" + workload.split("/", 1)[1])
-            hint = f"; recorded workloads of that name: {', '.join(near)}" if near else ""
-            raise DecisionLogError(f"workload {workload} is not in decision log {log.path}{hint}")
-        span = log.cycle_ids()
-        last_time = log.last_time()
-        assert span is not None and last_time is not None  # it holds states, so cycles
-        data = {"workload": workload, "asOfCycle": span[1], "asOf": iso_time(last_time), "records": len(history),
-                "spans": timeline(history, last_time=last_time)}
+        data = workload_timeline(log, workload)
+    if svg:  # the picture beside the text: the dashboard's own drawing (adapters/dashboard/svg.py)
+        from .dashboard.svg import timeline_svg
+        try:
+            Path(svg).write_text(timeline_svg(data) + "\n", encoding="utf-8")
+        except OSError as e:
+            raise click.ClickException(f"cannot write {svg}: {e.strerror or e}") from None
     click.echo(render_timeline(data) if fmt == "text" else dump(data, fmt), nl=False)
 
 

@@ -42,6 +42,9 @@ __all__ = ["controller"]
 @click.option("--metrics-bind-address", "metrics_bind", default="127.0.0.1:8080", show_default=True,
               metavar="HOST:PORT", help="Where /metrics, /healthz and /readyz are served (:8080: every address; "
               "port 0: a free one, logged).")
+@click.option("--dashboard-bind-address", "dashboard_bind", default="", metavar="HOST:PORT",
+              help="Serve the read-only dashboard there (e.g. 127.0.0.1:8090; port 0: a free one, logged), showing "
+              "the last cycle's plan and, with a decisionLog, timelines. Default: not served.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text for people, json for log collectors (one object per line).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",

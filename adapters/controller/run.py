@@ -10,6 +10,7 @@ Parts, each started only when asked for (docs/controller.md):
 - the decision log (when the Configuration has ``decisionLog``; adapters/decisionlog/): every
   cycle recorded, a failure to record counted and logged, never stopping the cycles.
 - MultiKueue's controllers (always; adapters/multikueue/): idle while no MultiKueueCluster exists.
+- the read-only dashboard (``dashboard_bind``; adapters/dashboard/): the last cycle's plan.
 
 A part that cannot start for want of a namespace or a permission is one clear error
 (:class:`~clueue.engine.AdapterError`), raised before anything runs.
@@ -31,6 +32,7 @@ from urllib.parse import urlparse
 from clueue.engine import AdapterError, Config, Policy, load_policy
 
 from ..files import load_config
+from ..http import parse_bind
 from ..kube.cache import ClusterCache
 from ..kube.connect import connect
 from ..kube.errors import api_errors
@@ -73,21 +75,10 @@ class ControllerOptions:
     webhook_service: str = "clueue-webhook"
     webhook_url: str | None = None  # register URL-based webhook configurations pointing here (outside a cluster)
     metrics_bind: str = "127.0.0.1:8080"
+    dashboard_bind: str = ""  # the read-only dashboard (docs/dashboard.md); "": not served
     log_format: str = "text"
     log_level: str = "info"
     shutdown_grace: float = 5.0
-
-
-def parse_bind(address: str) -> tuple[str, int]:
-    """``host:port`` (``:8080`` is every address) as (host, port).
-
-    Raises:
-        ValueError: no port, or not a number.
-    """
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{address!r} is not HOST:PORT (e.g. :8080 or 127.0.0.1:8080)")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def run_controller(options: ControllerOptions, *, stop: threading.Event | None = None) -> int:
@@ -161,6 +152,8 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
             raise AdapterError(f"cannot serve /metrics on {options.metrics_bind}: {e.strerror or e}; name another "
                                "address with --metrics-bind-address (port 0 takes a free one)") from None
         parts.append(health.stop)
+        if options.dashboard_bind:  # its pages show the last cycle's snapshot and plan, re-read nothing
+            parts.append(_start_dashboard(options.dashboard_bind, controller, config).stop)
         # MultiKueue's controllers (docs/multikueue.md): idle until MultiKueueClusters exist.
         workers = MultiKueue(api, namespace, multikueue, metrics=metrics,
                              leading=lambda: elector.leading if elector is not None else True,
@@ -216,6 +209,19 @@ def _observer(metrics: Metrics, controller: Controller) -> Callable[[CycleResult
         message, fields = cycle_summary(result, counted)
         log.log(logging.WARNING if result.failed else logging.INFO, message, extra={"cycle": fields})
     return observe
+
+
+def _start_dashboard(address: str, controller: Controller, config: Config) -> Any:
+    """The dashboard (adapters/dashboard/), fed by the controller's own cycles."""
+    from ..dashboard.server import DashboardServer, LatestCycle
+    latest = LatestCycle()
+    controller.observers.append(latest)
+    host, port = _bind(address, "--dashboard-bind-address")
+    log_path = config.decision_log.path if config.decision_log is not None else None
+    try:
+        return DashboardServer(host, port, latest.current, log_path).start()
+    except OSError as e:
+        raise AdapterError(f"cannot serve the dashboard on {address}: {e.strerror or e}") from None
 
 
 def _bind(address: str, option: str) -> tuple[str, int]:

@@ -8,12 +8,16 @@ reasons that held (``InsufficientQuota in team-a/on-demand cpu, 4 short, 29m``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .records import DELETED, iso_time
+from .schema import DecisionLogError
 from .units import format_duration
 
-__all__ = ["timeline", "brief", "render_timeline"]
+if TYPE_CHECKING:
+    from .store import DecisionLog
+
+__all__ = ["timeline", "workload_timeline", "brief", "render_timeline"]
 
 
 def brief(reason: Mapping[str, Any]) -> str:
@@ -62,6 +66,26 @@ def timeline(history: Sequence[tuple[int, float, Mapping[str, Any]]], *, last_ti
         if state.get("admission"):
             span["admission"] = state["admission"]
     return spans
+
+
+def workload_timeline(log: DecisionLog, workload: str) -> dict[str, Any]:
+    """The data of ``clueue audit why`` (and of the dashboard's timeline) for ``workload``
+    (``namespace/name``): its spans as of the log's last cycle.
+
+    Raises:
+        DecisionLogError: the log holds no state of it (the message names recorded workloads
+            of the same name).
+    """
+    history = log.history(workload)
+    if not history:
+        near = log.workloads_like("/" + workload.split("/", 1)[-1])
+        hint = f"; recorded workloads of that name: {', '.join(near)}" if near else ""
+        raise DecisionLogError(f"workload {workload} is not in decision log {log.path}{hint}")
+    span = log.cycle_ids()
+    last_time = log.last_time()
+    assert span is not None and last_time is not None  # it holds states, so cycles
+    return {"workload": workload, "asOfCycle": span[1], "asOf": iso_time(last_time), "records": len(history),
+            "spans": timeline(history, last_time=last_time)}
 
 
 def _clock(stamp: str | None) -> str:
