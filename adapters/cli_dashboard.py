@@ -69,7 +69,7 @@ def dashboard(paths: tuple[str, ...], kubeconfig: str | None, context: str | Non
         make = planned(lambda: _snapshot(paths, kubeconfig, context, in_cluster), load_policy(policies),
                        load_config(config_path, time_budget=time_budget), origin)
         source = Refreshing(make, lambda current: bool(live) and time.time() - current.taken >= refresh)
-        source()  # the first plan now: a bad PATH or an unreachable cluster is said at once
+    source()  # the first plan now: a bad PATH, an unreachable cluster or an empty log is said at once
     try:
         logged = log_path(db, load_config(config_path)) if db or config_path else None
     except DecisionLogError:
