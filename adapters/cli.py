@@ -17,6 +17,7 @@ from clueue.engine import (
 from clueue.engine.facts import render_facts
 from clueue.engine.podgroups import describe_group
 from clueue.engine.guard import guarded_cycle
+from clueue.engine.whatif import what_if, with_suggestions
 
 from .files import load_config, load_snapshot, read_documents
 from .reference import facts_reference
@@ -213,10 +214,12 @@ def main() -> None:
 @_scope_options
 @_cycle_options
 @_record_options
+@click.option("--what-if", "whatif", is_flag=True,
+              help="For every workload left out, add checked suggestions of what would admit it (docs/what-if.md).")
 @_guard
 def plan(paths: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: str | None, in_cluster: bool,
          policies: tuple[str, ...], config_path: str | None, time_budget: float | None, fmt: str, record: bool,
-         db: str | None) -> None:
+         db: str | None, whatif: bool) -> None:
     """Run one decision cycle and print the plan; writes nothing (but the decision log, with --record).
 
     Reads the snapshot files given, or without PATH the live cluster. The cycle decides over
@@ -231,6 +234,9 @@ def plan(paths: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: 
     snapshot = _snapshot(paths, kubeconfig, context, in_cluster, documents if record else None)
     config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
     result = guarded_cycle(snapshot, policy, config, now=int(time.time()))
+    if whatif:
+        shown = [w.name for w in result.workloads if scope.shows(w, snapshot)]
+        result = with_suggestions(result, what_if(snapshot, policy, config, result, shown))
     click.echo(render_plan(result, fmt, scope=scope, snapshot=snapshot), nl=False)
     if record:
         _record("plan", db, policy, config, started, documents, snapshot, result)
@@ -250,7 +256,8 @@ def explain(args: tuple[str, ...], scope: Scope, kubeconfig: str | None, context
     """
     *paths, workload = args
     snapshot = _snapshot(tuple(paths), kubeconfig, context, in_cluster)
-    result = _cycle(snapshot, policies, config_path, time_budget)
+    config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
+    result = guarded_cycle(snapshot, policy, config, now=int(time.time()))
     name = workload if "/" in workload or scope.namespace is None else f"{scope.namespace}/{workload}"
     # a coscheduling PodGroup: its phase and what it holds, also before its pods exist (docs/podgroups.md)
     group = describe_group(snapshot, result, name, int(time.time()))
@@ -264,6 +271,8 @@ def explain(args: tuple[str, ...], scope: Scope, kubeconfig: str | None, context
         raise click.ClickException(f"no single workload {name!r} in the snapshot; workloads: {names}") from None
     if not scope.shows(entry, snapshot):
         raise click.ClickException(f"workload {entry.name} is not among those shown: {scope.describe()}")
+    if entry.state == "pending":  # what would it take, checked (docs/what-if.md)
+        result = with_suggestions(result, what_if(snapshot, policy, config, result, [entry.name]))
     click.echo(render_explanation(result, entry.name, fmt), nl=False)
     if group is not None and fmt == "text":
         click.echo(_render_group(group, fmt), nl=False)

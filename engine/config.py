@@ -139,6 +139,8 @@ class Config:
         fair_sharing: clueue's own ``fairSharing`` section; ``None``: the one of Kueue's
             Configuration in the snapshot (the ``kueue-manager-config`` ConfigMap), if any.
         admission_fair_sharing: likewise for ``admissionFairSharing``.
+        whatif_budget: seconds the checked "what would it take" suggestions (whatif.py) may
+            spend on their re-solves, apart from the cycle's own budget.
     """
 
     controller_namespace: str = "clueue-system"
@@ -151,6 +153,7 @@ class Config:
     multikueue: MultiKueue = field(default_factory=MultiKueue)
     fair_sharing: FairSharing | None = None
     admission_fair_sharing: AdmissionFairSharing | None = None
+    whatif_budget: float = 10.0
 
     def effective_namespace_selector(self) -> LabelSelector:
         if self.namespace_selector is not None:

@@ -96,6 +96,8 @@ class WorkloadEntry:
     # flavors require, with their states (docs/admission-checks.md)
     admission_checks: tuple[CheckState, ...] = ()
     confirmed: bool = False  # its Workload records Admitted=True: admitted whatever its checks say now
+    # checked "what would it take" suggestions (whatif.py), only when asked for (plan --what-if, explain)
+    suggestions: tuple[Reason, ...] = ()
 
     @property
     def phase(self) -> str | None:
@@ -124,6 +126,8 @@ class WorkloadEntry:
         if self.admission:
             out["admission"] = {"clusterQueue": self.cluster_queue, "podSets": [a.to_dict() for a in self.admission]}
         out["reasons"] = [r.to_dict() for r in self.reasons]
+        if self.suggestions:
+            out["whatIf"] = [s.to_dict() for s in self.suggestions]
         if self.reclaimable:
             out["reclaimablePods"] = [{"name": name, "count": count} for name, count in self.reclaimable]
         if self.admission_checks:

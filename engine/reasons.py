@@ -68,6 +68,8 @@ _KINDS = (
                "needs {{need}} {{resource}} in flavor {{flavor}} of ClusterQueue {{clusterQueue}}: "
                "{{unusedNominal}} free in its nominal quota{% if lent != '0' %} (another {{lent}} is lent to other queues){% endif %}, "
                "{{borrowable}} can be borrowed, so it is {{short}} short"
+               "{% if checked is defined %} once what workloads ranked after it took is given back (checked by a re-solve)"
+               "{% endif %}"
                "{% if reserved is defined %}; {{reserved}} {{resource}} are reserved for InQueue PodGroup(s) "
                "{{reservedFor|join(', ')}}{% endif %}"),
     # Made by the engine
@@ -162,6 +164,22 @@ _KINDS = (
     ReasonKind("Preempting", None, ("clusterQueue", "victims"),
                "fits in ClusterQueue {{clusterQueue}} by preempting {{victims|join(', ')}}; "
                "admitted once they release their quota"),
+    # Checked "what would it take" suggestions (whatif.py): each verified by a re-solve
+    ReasonKind("NeedsQuota", None, ("kind", "name", "flavor", "resource", "limit", "add", "now", "less", "stated"),
+               "{{add}} more nominal {{resource}} in flavor {{flavor}} of {{kind}} {{name}} (now {{now}}) "
+               "admits it; {{less}} more does not"),
+    ReasonKind("NeedsLimit", None, ("kind", "name", "flavor", "resource", "limit", "add", "now", "less", "stated"),
+               "raising the {{limit}} of {{resource}} in flavor {{flavor}} of {{kind}} {{name}} by {{add}} "
+               "(now {{now}}) admits it; by {{less}} it does not"),
+    ReasonKind("NeedsFinished", None, ("workloads", "count"),
+               "admitted once {{workloads|join(', ')}} finish{% if count == 1 %}es{% endif %} (the snapshot has no "
+               "run times, so not when)"),
+    ReasonKind("PositionInLine", None, ("position", "ahead", "count"),
+               "{% if count %}number {{position}} in line in its quota tree: {{count}} pending workload(s) ranked "
+               "before it get added quota first ({{ahead|join(', ')}}{% if count > ahead|length %}, ...{% endif %})"
+               "{% else %}first in line in its quota tree{% endif %}"),
+    ReasonKind("WhatIfCutShort", None, ("budgetSeconds",),
+               "further suggestions not checked: the what-if time budget of {{budgetSeconds}}s ran out"),
 )
 
 CATALOG: Mapping[str, ReasonKind] = {k.code: k for k in _KINDS}

@@ -1,0 +1,344 @@
+"""What would it take: checked counterfactuals for the workloads a cycle leaves out.
+
+For a pending workload, each suggestion names one change to the snapshot (more nominal quota
+of a ClusterQueue or Cohort, a higher borrowing or lending limit, admitted workloads finished)
+and is shown only once a decision cycle on the changed snapshot admits the workload. Amounts
+are least: one unit less (the unit the solver counts the quota tree in) does not admit it,
+found by binary search with re-solves. A re-solve decides only the quota tree of the workload
+(its ClusterQueues, Cohorts and the workloads queued or admitted there; the whole snapshot when
+it has Nodes, which trees share), and re-solves are cached per tree and change, so workloads of
+one tree asking about the same change share them. All of it runs under its own time budget
+(``Config.whatif_budget``); what the budget cut short is said, never guessed.
+
+Pure: it calls the decision cycle (cycle.py) on modified snapshots. docs/what-if.md describes
+the semantics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Iterable, Mapping
+
+from .compiler import resource_units
+from .config import Config
+from .facts import Node
+from .objects import ClusterQueue, Cohort, FlavorQuotas, ResourceGroup, ResourceQuota
+from .plan import Plan, WorkloadEntry
+from .policy import Policy
+from .quantity import format_quantity
+from .reasons import Reason, make_reason
+from .snapshot import Snapshot
+from .workloads import build_workloads
+
+__all__ = ["Change", "LIMITS", "what_if", "with_suggestions", "admits", "apply_changes"]
+
+#: Up to this many units, every raise is tried (exact least); beyond, bisection (docs/what-if.md).
+_SCAN = 32
+
+#: Which limit of a quota a change raises: spec field names, as users write them.
+LIMITS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+
+
+@dataclass(frozen=True)
+class Change:
+    """Raise one limit of one quota by ``amount``: ``node`` is ``cq:NAME`` or ``cohort:NAME``."""
+
+    node: str
+    flavor: str
+    resource: str
+    limit: str  # one of LIMITS
+    amount: Fraction
+
+
+def _raise(quota: ResourceQuota, limit: str, amount: Fraction) -> ResourceQuota:
+    if limit == "nominalQuota":
+        return dataclasses.replace(quota, nominal=quota.nominal + amount)
+    if limit == "borrowingLimit":
+        assert quota.borrowing_limit is not None
+        return dataclasses.replace(quota, borrowing_limit=quota.borrowing_limit + amount)
+    assert quota.lending_limit is not None
+    return dataclasses.replace(quota, lending_limit=quota.lending_limit + amount)
+
+
+def _groups(groups: tuple[ResourceGroup, ...], changes: Iterable[Change]) -> tuple[ResourceGroup, ...]:
+    by = {(c.flavor, c.resource): c for c in changes}
+    return tuple(dataclasses.replace(g, flavors=tuple(
+        FlavorQuotas(fq.flavor, {r: _raise(q, by[fq.flavor, r].limit, by[fq.flavor, r].amount)
+                                 if (fq.flavor, r) in by else q for r, q in fq.resources.items()})
+        for fq in g.flavors)) for g in groups)
+
+
+def apply_changes(snapshot: Snapshot, changes: Iterable[Change], finished: Iterable[str] = ()) -> Snapshot:
+    """``snapshot`` with ``changes`` made and the workloads ``finished`` (their Workload objects
+    and pods) gone."""
+    changes = list(changes)
+    by_node: dict[str, list[Change]] = {}
+    for c in changes:
+        by_node.setdefault(c.node, []).append(c)
+    queues = dict(snapshot.cluster_queues)
+    cohorts = dict(snapshot.cohorts)
+    for node, cs in by_node.items():
+        kind, _, name = node.partition(":")
+        if kind == "cq":
+            queues[name] = dataclasses.replace(queues[name], resource_groups=_groups(queues[name].resource_groups, cs))
+        else:
+            cohorts[name] = dataclasses.replace(cohorts[name], resource_groups=_groups(cohorts[name].resource_groups, cs))
+    gone = set(finished)
+    return dataclasses.replace(
+        snapshot, cluster_queues=queues, cohorts=cohorts,
+        workloads={k: w for k, w in snapshot.workloads.items() if k not in gone},
+        pods={k: p for k, p in snapshot.pods.items() if k not in gone})
+
+
+def admits(plan: Plan, key: str) -> bool:
+    """Whether ``plan`` admits ``key`` now (an ``admit`` action; a preemptor still waits)."""
+    return any(a.kind == "admit" and a.workload == key for a in plan.actions)
+
+
+def _quota(groups: tuple[ResourceGroup, ...], flavor: str, resource: str) -> ResourceQuota | None:
+    for g in groups:
+        for fq in g.flavors:
+            if fq.flavor == flavor and resource in fq.resources:
+                return fq.resources[resource]
+    return None
+
+
+class _Tree:
+    """One quota tree: its ClusterQueues and Cohorts, and the part of the snapshot a re-solve
+    of it needs (cached re-solves: (changes, finished) -> workloads admitted)."""
+
+    def __init__(self, snapshot: Snapshot, members: set[str], pods: Mapping[str, set[str]],
+                 run: Callable[[Snapshot], Plan]) -> None:
+        self.members = members
+        self.pods = pods  # workload -> its pods (namespace/name)
+        self.run = run
+        pod_keys = set().union(*pods.values()) if pods else set()
+        if snapshot.nodes:  # trees share the nodes: decide the whole snapshot
+            self.base = snapshot
+        else:
+            self.base = dataclasses.replace(
+                snapshot, cluster_queues={k: q for k, q in snapshot.cluster_queues.items() if f"cq:{k}" in members},
+                workloads={k: w for k, w in snapshot.workloads.items() if k in pods},
+                pods={k: p for k, p in snapshot.pods.items() if k in pod_keys})
+        self.cache: dict[tuple[frozenset[Change], frozenset[str]], frozenset[str]] = {}
+        self.solves = 0
+
+    def admitted(self, changes: Iterable[Change], finished: Iterable[str] = ()) -> frozenset[str]:
+        key = (frozenset(c for c in changes if c.amount), frozenset(finished))
+        if key not in self.cache:
+            self.solves += 1
+            gone = set(key[1]).union(*(self.pods.get(w, ()) for w in key[1]))
+            plan = self.run(apply_changes(self.base, key[0], gone))
+            self.cache[key] = frozenset(a.workload for a in plan.actions if a.kind == "admit")
+        return self.cache[key]
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
+            keys: Iterable[str] | None = None,
+            run: Callable[[Snapshot, Policy, Config], Plan] | None = None) -> dict[str, tuple[Reason, ...]]:
+    """Checked suggestions for each pending workload of ``plan`` (those of ``keys`` only, if
+    given), by workload: :data:`reasons.CATALOG` codes ``NeedsQuota``, ``NeedsLimit``,
+    ``NeedsFinished``, ``PositionInLine`` and ``WhatIfCutShort``.
+
+    ``run`` decides a snapshot (default: :func:`cycle.run_cycle`).
+    """
+    if run is None:
+        from .cycle import run_cycle as run
+    deadline = time.monotonic() + config.whatif_budget
+    built = build_workloads(snapshot, config)
+    units = resource_units(snapshot, built.workloads)
+    by_key = {w.key: w for w in built.workloads}
+    wanted = None if keys is None else set(keys)
+    entries = [e for e in plan.workloads if e.state == "pending" and e.name in by_key
+               and (wanted is None or e.name in wanted)]
+
+    # the quota trees: nodes (cq:NAME, cohort:NAME) and workloads of each
+    tree_of_queue = {q: units.node_tree.get(Node("cq", q)) for q in snapshot.cluster_queues}
+    members: dict[Node | None, set[str]] = {}
+    for q, root in tree_of_queue.items():
+        members.setdefault(root, set()).add(f"cq:{q}")
+    for n, root in units.node_tree.items():
+        members.setdefault(root, set()).add(f"{n.kind}:{n.name}" if n.kind != "cq" else f"cq:{n.name}")
+    workload_tree = {w.key: units.tree(w.namespace, w.queue, w.admission.cluster_queue if w.admission else "")
+                     for w in built.workloads}
+    trees: dict[Node | None, _Tree] = {}
+
+    def tree(root: Node | None) -> _Tree:
+        if root not in trees:
+            pods = {w.key: {f"{p.namespace}/{p.name}" for ps in w.pods.values() for p in ps}
+                    for w in built.workloads if workload_tree[w.key] == root}
+            trees[root] = _Tree(snapshot, members.get(root, set()), pods, lambda s: run(s, policy, config))
+        return trees[root]
+
+    out: dict[str, tuple[Reason, ...]] = {}
+    for e in sorted(entries, key=lambda e: (e.rank is None, e.rank or 0, e.name)):
+        root = workload_tree[e.name]
+        t = tree(root)
+        step = units.trees.get(root, {})
+        suggestions: list[Reason] = []
+        queued = [x for x in plan.workloads if x.state == "pending" and workload_tree.get(x.name) == root]
+        ahead = [x for x in queued if x.rank is not None and e.rank is not None and x.rank < e.rank]
+        try:
+            if time.monotonic() >= deadline:
+                raise _OutOfTime
+            suggestions += _quota_suggestions(snapshot, t, e, step, deadline, queued)
+            suggestions += _finish_suggestion(t, e, [x for x in plan.workloads if x.state == "admitted"
+                                                     and workload_tree.get(x.name) == root], deadline)
+        except _OutOfTime:
+            suggestions.append(make_reason("WhatIfCutShort", budgetSeconds=config.whatif_budget))
+        if e.rank is not None:
+            suggestions.append(make_reason("PositionInLine", position=len(ahead) + 1,
+                                           ahead=[x.name for x in ahead][:3], count=len(ahead)))
+        out[e.name] = tuple(suggestions)
+    return out
+
+
+def _quota_suggestions(snapshot: Snapshot, t: _Tree, e: WorkloadEntry, step: Mapping[str, Fraction],
+                       deadline: float, queued: list[WorkloadEntry]) -> list[Reason]:
+    """The least raise of nominal quota (of its ClusterQueue, then each Cohort above it) and of
+    its borrowing limit, per flavor it is short of quota in; and lending limits of others."""
+    cq = snapshot.cluster_queues.get(e.cluster_queue or "")
+    if cq is None:
+        return []
+    short: dict[str, dict[str, Fraction]] = {}  # flavor -> resource -> stated shortfall
+    for r in e.reasons:
+        if r.code == "InsufficientQuota":
+            short.setdefault(r.details["flavor"], {})[r.details["resource"]] = _parse(r.details["short"])
+    # generous upper bound: what every pending workload of its tree asks (it among them); those
+    # left out of the solve have no rank, so which are ahead of it is not always known
+    total: dict[str, Fraction] = {}
+    for x in queued:
+        for ps in x.pod_sets:
+            for res, q in ps.requests.items():
+                total[res] = total.get(res, Fraction(0)) + _parse(q) * ps.count
+    out = []
+    for flavor, resources in sorted(short.items()):
+        targets: list[tuple[str, str, str]] = [(f"cq:{cq.name}", "nominalQuota", "NeedsQuota")]
+        cohort = cq.cohort
+        while cohort is not None and cohort in snapshot.cohorts:
+            c = snapshot.cohorts[cohort]
+            if all(_quota(c.resource_groups, flavor, res) is not None for res in resources):
+                targets.append((f"cohort:{cohort}", "nominalQuota", "NeedsQuota"))
+            cohort = c.parent
+        if all((q := _quota(cq.resource_groups, flavor, res)) is not None and q.borrowing_limit is not None
+               for res in resources):
+            targets.append((f"cq:{cq.name}", "borrowingLimit", "NeedsLimit"))
+        for other in sorted(snapshot.cluster_queues.values(), key=lambda q: q.name):
+            if other.name != cq.name and f"cq:{other.name}" in t.members and all((q := _quota(other.resource_groups, flavor, res)) is not None
+                            and q.lending_limit is not None for res in resources):
+                targets.append((f"cq:{other.name}", "lendingLimit", "NeedsLimit"))
+        for node, limit, code in targets:
+            found = _least(t, e.name, node, flavor, limit, resources, step, total, deadline)
+            if found is None:
+                continue
+            groups = (snapshot.cluster_queues[node[3:]].resource_groups if node.startswith("cq:")
+                      else snapshot.cohorts[node[7:]].resource_groups)
+            for c in found:
+                q = _quota(groups, flavor, c.resource)
+                assert q is not None
+                now = {"nominalQuota": q.nominal, "borrowingLimit": q.borrowing_limit,
+                       "lendingLimit": q.lending_limit}[limit]
+                kind, _, name = node.partition(":")
+                out.append(make_reason(code, kind="ClusterQueue" if kind == "cq" else "Cohort", name=name,
+                                       flavor=flavor, resource=c.resource, limit=limit,
+                                       add=format_quantity(c.amount), now=format_quantity(now or Fraction(0)),
+                                       less=format_quantity(c.amount - step.get(c.resource, Fraction(1))),
+                                       stated=format_quantity(resources[c.resource])))
+    return out
+
+
+def _parse(text: str) -> Fraction:
+    from .quantity import parse_quantity
+    return parse_quantity(text)
+
+
+def _least(t: _Tree, key: str, node: str, flavor: str, limit: str, resources: Mapping[str, Fraction],
+           step: Mapping[str, Fraction], total: Mapping[str, Fraction], deadline: float) -> list[Change] | None:
+    """The least raise of ``limit`` of every resource of ``resources`` at ``node`` that admits
+    ``key``, coordinate by coordinate (each one unit less does not admit it); None if raising
+    them all to the upper bound does not admit it."""
+    unit = {r: step.get(r, Fraction(1)) for r in resources}
+    top = {r: -(-total.get(r, resources[r]) // unit[r]) for r in resources}  # in units, rounded up
+
+    def ok(amounts: Mapping[str, int]) -> bool:
+        if time.monotonic() >= deadline:
+            raise _OutOfTime
+        return key in t.admitted([Change(node, flavor, r, limit, unit[r] * n) for r, n in amounts.items()])
+
+    current = dict(top)
+    if not ok(current):
+        return None
+    for r in sorted(resources):
+        # Admission need not grow with quota: a raise may let a workload ahead in line in, which
+        # then takes more than the raise. So up to _SCAN units every amount is tried from 0 up
+        # (the least is exact); beyond, bisection, then down while one unit less still admits.
+        if current[r] <= _SCAN:
+            current[r] = next(n for n in range(current[r] + 1) if n == current[r] or ok({**current, r: n}))
+            continue
+        lo, hi = 0, current[r]  # hi admits; find the least that does
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ok({**current, r: mid}):
+                hi = mid
+            else:
+                lo = mid + 1
+        while hi > 0 and ok({**current, r: hi - 1}):
+            hi -= 1
+        current[r] = hi
+    return [Change(node, flavor, r, limit, unit[r] * n) for r, n in sorted(current.items()) if n]
+
+
+def _finish_suggestion(t: _Tree, e: WorkloadEntry, admitted: list[WorkloadEntry], deadline: float) -> list[Reason]:
+    """Which admitted workloads of its tree would have to finish first: taken away oldest
+    admission first (the snapshot has no durations, so when is not known) until it is admitted,
+    then each put back that it can do without."""
+    if not admitted or time.monotonic() >= deadline:
+        return []
+    # admitted before this cycle first (they have run longest), then this cycle's, by rank
+    order = sorted(admitted, key=lambda x: (x.rank is not None, x.rank or 0, x.name))
+    names = [x.name for x in order]
+    if e.name not in t.admitted((), names):
+        return []
+    gone: list[str] = []
+    for n in names:
+        if time.monotonic() >= deadline:
+            raise _OutOfTime
+        gone.append(n)
+        if e.name in t.admitted((), gone):
+            break
+    for n in list(gone):  # minimal: none of them could stay
+        if time.monotonic() >= deadline:
+            raise _OutOfTime
+        rest = [g for g in gone if g != n]
+        if e.name in t.admitted((), rest):
+            gone = rest
+    return [make_reason("NeedsFinished", workloads=sorted(gone), count=len(gone))]
+
+
+def with_suggestions(plan: Plan, suggestions: Mapping[str, tuple[Reason, ...]]) -> Plan:
+    """``plan`` with each entry's checked suggestions (``whatIf`` in the plan format), and its
+    ``InsufficientQuota`` reasons stating the checked shortfall: the least nominal quota of that
+    ClusterQueue that admits it (``checked: true``), where the explanation pass's arithmetic may
+    count quota that only lower-ranked workloads got because this one did not fit."""
+    entries = tuple(dataclasses.replace(e, suggestions=suggestions[e.name], reasons=_checked(e.reasons, suggestions[e.name]))
+                    if e.name in suggestions else e for e in plan.workloads)
+    return dataclasses.replace(plan, workloads=entries)
+
+
+def _checked(reasons: tuple[Reason, ...], suggestions: tuple[Reason, ...]) -> tuple[Reason, ...]:
+    least = {(s.details["name"], s.details["flavor"], s.details["resource"]): s.details["add"]
+             for s in suggestions if s.code == "NeedsQuota" and s.details["kind"] == "ClusterQueue"}
+    out = []
+    for r in reasons:
+        key = (r.details.get("clusterQueue"), r.details.get("flavor"), r.details.get("resource"))
+        if r.code == "InsufficientQuota" and key in least:
+            r = make_reason(r.code, **{**r.details, "short": least[key], "checked": True})
+        out.append(r)
+    return tuple(out)
