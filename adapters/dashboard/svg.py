@@ -61,6 +61,13 @@ def _text(x: float, y: float, content: str, *, size: int = 12, anchor: str = "st
             f'font-weight="{weight}" {FONT}>{escape(content)}</text>')
 
 
+def _fit(content: str, width: float, size: int) -> str:
+    """``content`` cut with an ellipsis to about ``width`` pixels at font ``size`` (the whole
+    text stays in the element's tooltip)."""
+    room = max(8, int(width / (size * 0.6)))
+    return content if len(content) <= room else content[:room - 1] + "\u2026"
+
+
 def _rect(x: float, y: float, w: float, h: float, fill: str, title: str = "", **attrs: str) -> str:
     extra = "".join(f' {k.rstrip("_").replace("_", "-")}="{escape(v)}"' for k, v in attrs.items())
     inner = f"<title>{escape(title)}</title>" if title else ""
@@ -157,6 +164,6 @@ def timeline_svg(data: Mapping[str, Any], *, describe: Any = None, width: int = 
         reasons = "; ".join(describe(r) for r in phase["reasons"]) or "(no reason recorded)"
         line = (f"{_clock(phase['from'])}-{until}  {span['state']}{where} {format_duration(phase['seconds'])}, "
                 f"cycle {phase['cycle']}: {reasons}")
-        body.append(_text(left + 18, y, line, size=12))
+        body.append(f"<g><title>{escape(line)}</title>{_text(left + 18, y, _fit(line, span_w - 18, 12), size=12)}</g>")
         y += 20
     return _svg(width, y + 4, body, f"timeline of {data['workload']}")
