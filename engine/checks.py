@@ -22,7 +22,7 @@ from .objects import Admission, AdmissionCheck, CheckState, ClusterQueue, KueueW
 from .reasons import Reason, make_reason
 
 __all__ = ["MULTIKUEUE_CONTROLLER", "required_checks", "admission_flavors", "inactive_checks", "check_states",
-           "eviction", "retrying", "ready", "pod_set_changes", "PodChanges"]
+           "eviction", "retrying", "ready", "multikueue_check", "pod_set_changes", "PodChanges"]
 
 #: The controller name of Kueue's MultiKueue admission check.
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -77,6 +77,14 @@ def check_states(obj: KueueWorkload, required: tuple[str, ...]) -> tuple[CheckSt
 def ready(states: Iterable[CheckState]) -> bool:
     """Whether every check passed (vacuously true without checks)."""
     return all(c.state == "Ready" for c in states)
+
+
+def multikueue_check(states: Iterable[CheckState], checks: Mapping[str, AdmissionCheck]) -> str:
+    """The one of ``states`` that is a MultiKueue check (``checks`` by name), "" if none: with
+    one, the workload runs in the worker cluster that admits its copy, never here, and its pods
+    here stay gated (KEP-693: the manager starts no job; MultiKueue copies the worker's status)."""
+    return next((c.name for c in states if (check := checks.get(c.name)) is not None
+                 and check.controller == MULTIKUEUE_CONTROLLER), "")
 
 
 def eviction(states: tuple[CheckState, ...]) -> Reason | None:

@@ -305,8 +305,8 @@ def _place_held(snapshot: Snapshot, nodes: NodeClasses, workloads: Iterable[Work
     stranded: dict[str, list[tuple[PodSetSpec, dict[str, dict[str, str]]]]] = {}
     free: Mapping[str, Mapping[str, Fraction]] = nodes.node_free
     for w in sorted(workloads, key=lambda w: (-w.priority, w.created, w.key)):
-        if w.admission is None or w.finished or w.evict or not ready(w.checks):
-            continue
+        if w.admission is None or w.finished or w.evict or not ready(w.checks) or w.multikueue:
+            continue  # (a MultiKueue workload's pods run in a worker: they take no node here)
         sets = {ps.name: nodes.placed(ps, w.namespace) for ps in w.pod_sets}
         asks = []
         for a in _held_admission(w):
@@ -398,6 +398,14 @@ def _check_reasons(snapshot: Snapshot, w: Workload) -> tuple[Reason, ...]:
     return tuple(out)
 
 
+def _remote_reasons(w: Workload) -> tuple[Reason, ...]:
+    """``RunsInWorker`` for a MultiKueue workload admitted in a worker (its check Ready, the
+    worker in ``status.clusterName``): its pods here stay gated."""
+    if not (w.multikueue and w.cluster_name and (w.confirmed or ready(w.checks))):
+        return ()
+    return (make_reason("RunsInWorker", worker=w.cluster_name, admissionCheck=w.multikueue),)
+
+
 def _state(reasons: tuple[Reason, ...]) -> str:
     return "inadmissible" if any(r.code in INADMISSIBLE_CODES for r in reasons) else "pending"
 
@@ -431,10 +439,11 @@ def _preempting(decision: Decision, key: str) -> Reason:
 
 def _finish_actions(snapshot: Snapshot, built: Workloads) -> list[Action]:
     """``finish`` for each finished workload of pods whose Workload object exists and is not
-    ``Finished`` yet (a Workload someone else made is theirs to finish)."""
+    ``Finished`` yet (a Workload someone else made is theirs to finish, but for the prebuilt
+    Workload its pods name: Kueue's pod integration finishes that one too)."""
     out = []
     for w in built.by_key.values():  # not built.workloads: a controller never pays for sorting them all
-        obj = snapshot.workloads.get(w.key) if w.finished and w.origin != "workload" else None
+        obj = snapshot.workloads.get(w.key) if w.finished and (w.origin != "workload" or w.prebuilt) else None
         # KEP-976 ties Finished to the admitted count: a group never admitted did not run as a
         # workload, whatever its pods' phases say (a stop by retriable-in-group: false still ends it)
         never = obj is not None and w.origin == "pod-group" and obj.admission is None \
@@ -459,7 +468,9 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             reason = w.evict or victims.reason(w.key)
             by = sorted(p for p, v in decision.preempts if v == w.key)  # Kueue's Preempted reason needs their queues
             pods = w.pod_refs
-            if reason.code in _CHECK_EVICTIONS:  # as Kueue stops pods: those still gated stay, queued again
+            # as Kueue stops pods: those still gated stay, queued again (a MultiKueue workload's
+            # pods here are all gated: they run in a worker, whose copy MultiKueue deletes)
+            if reason.code in _CHECK_EVICTIONS or w.multikueue:
                 pods = tuple(sorted((p.name, p.uid) for ps in w.pods.values() for p in ps
                                     if ADMISSION_GATE not in p.scheduling_gates and p.phase not in ("Succeeded", "Failed")))
             actions.append(Action("preempt", w.key, w.key, {"reason": reason.to_dict(),
@@ -473,7 +484,8 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
             if w.checks and not w.confirmed:  # every check Ready: admitted, then its pods ungated
                 actions.append(Action("complete-admission", w.key, w.key, {
                     "clusterQueue": w.admission.cluster_queue, "admissionChecks": [c.name for c in w.checks]}))
-            actions += _ungate_actions(snapshot, w, _held_admission(w), pinned)
+            if not w.multikueue:  # a MultiKueue workload's pods run in its worker: here they stay gated
+                actions += _ungate_actions(snapshot, w, _held_admission(w), pinned)
         elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key], snapshot, pinned)
             details = {"clusterQueue": decision.cluster_queues.get(w.key), "podSets": [a.to_dict() for a in admission]}
@@ -565,7 +577,8 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
             already = () if waiting and waiting[0].code == "WaitingForAdmissionChecks" else (
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),)
             entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w),
-                reasons=already + waiting + (unfit(w) if unfit is not None else ()),
+                reasons=already + waiting + _remote_reasons(w) + w.kept_gated
+                + (unfit(w) if unfit is not None else ()),
                 reclaimable=w.succeeded() if w.origin != "workload" else (), admission_checks=w.checks,
                 confirmed=w.confirmed)
         elif w.key in decision.preempting:

@@ -20,9 +20,10 @@ PLAN_API_VERSION = "clueue.dev/v1"
 STATES = ("admitted", "pending", "inadmissible", "finished")
 #: Reasons that keep a group of pods from having a Workload object at all (KEP-976: the Workload
 #: is built once the pods the group declares are all there, and never from pods that disagree
-#: on their count): the group is not queued anywhere until they are gone.
+#: on their count; pods naming a prebuilt Workload that does not exist wait for it): the group
+#: is not queued anywhere until they are gone.
 UNBUILT_CODES = frozenset({"GroupIncomplete", "GroupCountMismatch", "InvalidGroupCount", "TooManyRoles",
-                           "InvalidPodGroupSets"})
+                           "InvalidPodGroupSets", "PrebuiltWorkloadNotFound"})
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,16 @@ _KINDS = (
                "its pods stay gated: {{why}} (admission checks may only add to pods)"),
     ReasonKind("AlreadyAdmitted", None, ("clusterQueue",),
                "admitted before this cycle in ClusterQueue {{clusterQueue}}; it keeps its quota"),
+    # MultiKueue (docs/multikueue.md): in the manager, and in a worker for the pods made there
+    ReasonKind("RunsInWorker", None, ("worker", "admissionCheck"),
+               "runs in worker {{worker}} (MultiKueue check {{admissionCheck}}): its pods here stay gated, "
+               "their status is copied from there"),
+    ReasonKind("PrebuiltWorkloadNotFound", None, ("workload", "pods"),
+               "pods {{pods|join(', ')}} name Workload {{workload}} (kueue.x-k8s.io/prebuilt-workload-name), "
+               "which does not exist; they stay gated until it does"),
+    ReasonKind("PrebuiltWorkloadMismatch", None, ("pod", "workload", "field", "why"),
+               "pod {{pod}} does not match the Workload {{workload}} it names (prebuilt-workload-name): "
+               "{{field}}: {{why}}; it stays gated", True),
     ReasonKind("Finished", None, (),
                "{% if total is defined %}its pods have finished: {{succeeded}} of {{total}} succeeded"
                "{% else %}its Workload is Finished{% endif %}"),

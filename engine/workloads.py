@@ -27,7 +27,7 @@ from .memo import Changes, Memo
 from .plan import PodSetRequest
 from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
-from .checks import admission_flavors, check_states, eviction, required_checks, retrying
+from .checks import admission_flavors, check_states, eviction, required_checks, retrying, multikueue_check
 from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
@@ -35,7 +35,7 @@ from .podgroups import POD_GROUP_LABEL, WORKLOAD_PREFIX, rfc3339
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape, parse_topology_request
 
 __all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
-           "WORKLOAD_UID_ANNOTATION"]
+           "WORKLOAD_UID_ANNOTATION", "PREBUILT_LABEL"]
 
 ADMISSION_GATE = KUEUE_PREFIX + "admission"
 QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
@@ -45,6 +45,9 @@ TOTAL_ANNOTATION = KUEUE_PREFIX + "pod-group-total-count"
 SETS_ANNOTATION = KUEUE_PREFIX + "pod-group-sets"
 RETRIABLE_ANNOTATION = KUEUE_PREFIX + "retriable-in-group"
 PRIORITY_CLASS_LABEL = KUEUE_PREFIX + "priority-class"
+#: On pods whose Workload exists already, made by someone else (MultiKueue's manager makes the
+#: copy a worker admits, then the pods, labelled with its name): no other Workload is made for them.
+PREBUILT_LABEL = KUEUE_PREFIX + "prebuilt-workload-name"
 #: Recorded on each pod when it is ungated: the uid of the Workload whose admission it runs
 #: under. A live pod whose recorded Workload is gone (or being deleted) belongs to a group that
 #: ended: deleting the Workload is how a user declares a group failed (KEP-976).
@@ -83,6 +86,12 @@ class Workload:
     # one is not Ready its quota is only reserved, and its pods stay gated.
     checks: tuple[CheckState, ...] = ()
     confirmed: bool = False  # its Workload records Admitted=True
+    # MultiKueue: its MultiKueue check (checks.multikueue_check), if any: it runs in the worker
+    # its Workload's status.clusterName names, and its pods here are never ungated
+    multikueue: str = ""
+    cluster_name: str = ""
+    prebuilt: bool = False  # its pods name its Workload (PREBUILT_LABEL): their Workload is someone else's
+    kept_gated: tuple[Reason, ...] = ()  # why some of its pods stay gated even once it is admitted
 
     # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
     # Session spells out plan entries for the same pending workloads cycle after cycle.
@@ -231,11 +240,14 @@ class _Builder:
         singles: list[Pod] = []
         groups: dict[tuple[str, str], list[Pod]] = defaultdict(list)
         gangs: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # coscheduling PodGroups
+        prebuilt: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # by the Workload they name
         for pod in self.snap.pods.values():
             if not self._queued(pod):
                 continue
             group = pod.labels.get(GROUP_LABEL)
-            if group:
+            if pod.labels.get(PREBUILT_LABEL):
+                prebuilt[(pod.namespace, pod.labels[PREBUILT_LABEL])].append(pod)
+            elif group:
                 groups[(pod.namespace, group)].append(pod)
             elif pod.labels.get(POD_GROUP_LABEL):
                 gangs[(pod.namespace, pod.labels[POD_GROUP_LABEL])].append(pod)
@@ -252,6 +264,10 @@ class _Builder:
                 built[w.key] = w
         for (ns, group), pods in sorted(gangs.items()):
             w = self._gang(ns, group, pods)
+            if w is not None:
+                built[w.key] = w
+        for (ns, name), pods in sorted(prebuilt.items()):
+            w = self._prebuilt(ns, name, pods)
             if w is not None:
                 built[w.key] = w
         self._hold_rejected(built)
@@ -282,6 +298,8 @@ class _Builder:
             ns = r.namespace or "default"
             if r.kind == "Workload" and r.name:
                 key, queue, origin = f"{ns}/{r.name}", r.queue_name, "workload"
+            elif r.kind == "Pod" and r.name and r.labels.get(QUEUE_LABEL) and r.labels.get(PREBUILT_LABEL):
+                key, queue, origin = f"{ns}/{r.labels[PREBUILT_LABEL]}", r.labels[QUEUE_LABEL], "workload"
             elif r.kind == "Pod" and r.name and r.labels.get(QUEUE_LABEL):
                 group = r.labels.get(GROUP_LABEL)
                 key, queue, origin = f"{ns}/{group or 'pod-' + r.name}", r.labels[QUEUE_LABEL], "pod-group" if group else "pod"
@@ -487,6 +505,54 @@ class _Builder:
         return Workload(**base, pod_sets=pod_sets, pods=pods, admission=admission, finished=finished,
                         held=() if admission else held, finish=_finish(all_pods, total) if finished else {})
 
+    def _prebuilt(self, ns: str, name: str, pods: list[Pod]) -> Workload | None:
+        """The workload of pods labelled ``prebuilt-workload-name: name`` (single pods or a group):
+        the Workload object of that name, which someone else made (MultiKueue's manager), with
+        each pod in the pod set its role hash names (the only one, if it has one pod set), as
+        Kueue's pod integration uses a prebuilt Workload. Its pods wait, gated, while it does not
+        exist; a pod whose pod set, requests or count do not match it stays gated, with a
+        ``PrebuiltWorkloadMismatch`` reason, and holds back a Workload not admitted yet. None if
+        the Workload its pods ran under is gone (:meth:`_ended`)."""
+        key = f"{ns}/{name}"
+        if self._ended(key, pods):
+            return None
+        obj = self.snap.workloads.get(key)
+        by_name = sorted(pods, key=lambda p: p.name)
+        if obj is None:
+            return Workload(namespace=ns, name=name, queue=by_name[0].labels[QUEUE_LABEL],
+                            priority=max(self._pod_priority(p) for p in pods), created=max(p.created for p in pods),
+                            pod_sets=(self._pod_set("main", by_name),), origin="workload", pods={"main": tuple(by_name)},
+                            prebuilt=True, held=(make_reason("PrebuiltWorkloadNotFound", workload=key,
+                                                             pods=[p.name for p in by_name]),))
+        members, mismatches = _match_prebuilt(key, obj.pod_sets, pods)
+        matched = [p for ps in members.values() for p in ps]
+        total = sum(ps.count for ps in obj.pod_sets)
+        finished, finish = False, {}
+        if obj.admission is not None and matched:
+            if any(GROUP_LABEL in p.labels for p in pods):
+                finished, finish = _group_finished(matched, total), _finish(matched, total)
+            else:  # single pods: finished when all are, failed if one failed (as a single pod's workload)
+                succeeded = sum(1 for p in matched if p.phase == "Succeeded")
+                finished = all(p.phase in _TERMINAL for p in matched)
+                finish = {"outcome": "Succeeded" if succeeded == len(matched) else "Failed",
+                          "succeeded": succeeded, "total": total}
+        pod_set_of = {p.uid or p.name: ps for ps, group in members.items() for p in group}
+        self._finalize_group(key, pods, finished, obj.admission is not None,
+                             lambda p: pod_set_of.get(p.uid or p.name), {ps.name: ps.count for ps in obj.pod_sets})
+        priority = self._object_priority(obj)
+        return Workload(namespace=ns, name=name, queue=obj.queue_name, priority=priority, created=obj.created,
+                        pod_sets=obj.pod_sets, origin="workload", pods={n: tuple(sorted(g, key=lambda p: p.name))
+                                                                        for n, g in members.items()},
+                        finished=finished, finish=finish if finished else {}, prebuilt=True,
+                        held=mismatches, kept_gated=mismatches)
+
+    def _object_priority(self, obj: KueueWorkload) -> int:
+        """A Workload's priority: its own, else its class's, else the default class's."""
+        if obj.priority is not None:
+            return obj.priority
+        by_class = self._class_priority(obj.priority_class, obj.priority_class)
+        return self._default_priority() if by_class is None else by_class
+
     def _unshaped(self, base: dict[str, Any], pods: list[Pod], reason: Reason) -> Workload:
         """A group whose shape cannot be told, held: one pod set of the pods it has, so that a
         Workload owned by them can record why (the API requires a pod set)."""
@@ -558,8 +624,8 @@ class _Builder:
 
     def _merge_object(self, built: Workload | None, obj: KueueWorkload) -> Workload:
         """A Workload object is authoritative for admission; pods built it, or it stands alone."""
-        priority = obj.priority if obj.priority is not None else self._class_priority(obj.priority_class, obj.priority_class)
         checks = self._check_states(obj)
+        remote = dict(multikueue=multikueue_check(checks, self.snap.admission_checks), cluster_name=obj.cluster_name)
         if obj.admission is None and obj.active:
             retry = retrying(obj.checks, evicted=False)
             if retry is not None:  # a check asks to retry: not considered while it does
@@ -569,12 +635,12 @@ class _Builder:
             return self._checked(replace(built, admission=obj.admission or built.admission,
                                       finished=built.finished or obj.finished, reclaimable=obj.reclaimable,
                                       held=() if obj.admission else built.held, checks=checks,
-                                      confirmed=obj.admitted), obj.active)
+                                      confirmed=obj.admitted, **remote), obj.active)
         return self._checked(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
-            priority=self._default_priority() if priority is None else priority, created=obj.created,
+            priority=self._object_priority(obj), created=obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
-            reclaimable=obj.reclaimable, checks=checks, confirmed=obj.admitted,
+            reclaimable=obj.reclaimable, checks=checks, confirmed=obj.admitted, **remote,
         ), obj.active)
 
     def _check_states(self, obj: KueueWorkload) -> tuple[CheckState, ...]:
@@ -694,6 +760,49 @@ class _Builder:
             return replace(w, evict=make_reason("ClusterQueueDrained", clusterQueue=cq.name))
         failed = eviction(w.checks)
         return w if failed is None else replace(w, evict=failed)
+
+
+def _match_prebuilt(key: str, pod_sets: tuple[PodSetSpec, ...], pods: list[Pod]
+                    ) -> tuple[dict[str, list[Pod]], tuple[Reason, ...]]:
+    """The pods of prebuilt Workload ``key`` by the pod set each belongs to, oldest first, and a
+    ``PrebuiltWorkloadMismatch`` reason for each that belongs to none: its role hash names no pod
+    set (and there are several), it requests other resources than its pod set, or it is beyond
+    its pod set's count (the youngest live ones are)."""
+    index = {ps.name: i for i, ps in enumerate(pod_sets)}
+    members: dict[str, list[Pod]] = defaultdict(list)
+    mismatches: list[Reason] = []
+
+    def mismatch(pod: Pod, field: str, why: str) -> None:
+        mismatches.append(make_reason("PrebuiltWorkloadMismatch", pod=f"{pod.namespace}/{pod.name}", workload=key,
+                                      field=field, why=why))
+
+    for pod in sorted(pods, key=lambda p: (p.created, p.name)):
+        name = pod.role_hash if pod.role_hash in index else pod_sets[0].name if len(pod_sets) == 1 else None
+        if name is None:
+            mismatch(pod, "metadata.annotations[kueue.x-k8s.io/role-hash]",
+                     f"its role {pod.role_hash} names none of the pod sets {', '.join(index)}")
+            continue
+        i, ps = index[name], pod_sets[index[name]]
+        asks, per_pod = _nonzero(pod.requests), _nonzero(ps.requests)
+        if asks != per_pod:
+            mismatch(pod, f"spec.podSets[{i}].template (pod set {name})",
+                     f"the pod requests {_show(asks)}, a pod of the pod set {_show(per_pod)}")
+            continue
+        live = sum(1 for p in members[name] if p.phase != "Failed" and not p.deleting)
+        if pod.phase != "Failed" and not pod.deleting and live >= ps.count:
+            mismatch(pod, f"spec.podSets[{i}].count (pod set {name})",
+                     f"the pod set has {ps.count} pod(s), and this one is in excess")
+            continue
+        members[name].append(pod)
+    return members, tuple(mismatches)
+
+
+def _nonzero(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    return {r: q for r, q in requests.items() if q}
+
+
+def _show(requests: Mapping[str, Fraction]) -> str:
+    return ", ".join(f"{r} {format_quantity(q)}" for r, q in sorted(requests.items())) or "nothing"
 
 
 def _group_finished(pods: list[Pod], total: int) -> bool:
