@@ -50,6 +50,7 @@ ADMISSION_FACTOR = 5.0  # the issue's target: admission times at least 5x below 
 RESOURCE = "cpu"
 
 Progress = Callable[[int, int], None]  # (finished workloads, all workloads)
+Observer = Callable[[float, Mapping[str, KueueWorkload], Iterable[str]], None]  # (ms, running, pending)
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,10 @@ def latency_ms(latency: str) -> float | None:
 
 def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "measured",
            min_interval_ms: int = 0, policy: Policy | None = None, max_cycles: int = 100_000,
-           progress: Progress | None = None) -> dict[str, Any]:
+           progress: Progress | None = None, observe: Observer | None = None) -> dict[str, Any]:
     """Replay ``scenario`` in virtual time (see the module docstring); returns a JSON-ready dict.
+    ``observe`` is called after each cycle's decision is applied, with the virtual time, the
+    running workloads (with their admissions) and the pending ones (fairshare.py measures shares).
 
     Raises:
         ValueError: ``latency`` is not ``measured``, ``zero`` or ``<N>ms``.
@@ -219,6 +222,8 @@ def replay(scenario: Scenario, *, time_budget: float = 10.0, latency: str = "mea
                 used += jobs[key].cpu
                 finish_of[key] = decided + jobs[key].runtime_ms
                 heapq.heappush(finishes, (finish_of[key], key))
+        if observe:
+            observe(decided, running, pending)
         if progress:
             progress(len(finished_at), len(jobs))
         t = max(decided, t + min_interval_ms)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from clueue.engine import load_policy
 
 from .cycle import cycle_benchmark
+from .fairshare import ShareTimeline
 from .replay import combine_runs, replay
 from .scenarios import generate
 
@@ -68,8 +69,13 @@ def run_scenario(name: str, options: BenchOptions, progress: Progress | None = N
 
             def on_replay(finished: int, all_: int, run: str = run, before: float = options.repeat + 100.0 * i) -> None:
                 report(name, f"{run}: {finished}/{all_} finished", before + 100.0 * finished / max(all_, 1), total)
+            # with fair sharing on, how fair the run was (fairshare.py), per run
+            timeline = ShareTimeline(scenario.snapshot()) if scenario.snapshot().kueue_settings.fair_sharing else None
             runs.append(replay(scenario, time_budget=options.time_budget, latency=options.latency,
-                               min_interval_ms=options.interval_ms, policy=policy, progress=on_replay))
+                               min_interval_ms=options.interval_ms, policy=policy, progress=on_replay,
+                               observe=timeline))
+            if timeline is not None:
+                result.setdefault("fairSharing", []).append(timeline.summary(runs[-1]))
         result["replay"] = combine_runs(runs)
     report(name, "done", total, total)
     return result

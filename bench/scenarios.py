@@ -37,6 +37,9 @@ The shapes:
 ``placement``
     1,000 GPU nodes of four shapes, a third partly used, and 5,000 pending pods in gangs of 1 to
     32 pods: where the nodes, not the quota, decide.
+``fair-sharing``
+    Fair sharing by weight, switched on in Kueue's ConfigMap: per cohort, a lender and three
+    ClusterQueues of weights 1, 2 and 4 borrowing everything they use, under contention.
 ``fragmentation``
     Awkward sizes (3, 5, 7, 11 CPU) against flavor quotas they do not divide, under a
     hierarchical cohort with lending limits: what first-fit leaves as holes.
@@ -437,6 +440,44 @@ def placement(seed: int = 0, scale: float = 1.0) -> Scenario:
 _ORDER = {"Namespace": 0, "ResourceFlavor": 1, "Cohort": 2, "ClusterQueue": 3, "LocalQueue": 4}
 
 
+#: fair-sharing: per cohort, the weights of the ClusterQueues that borrow everything they use.
+FAIR_WEIGHTS = (1, 2, 4)
+
+
+def fair_sharing(seed: int = 0, scale: float = 1.0) -> Scenario:
+    """Fair sharing by weight, switched on in Kueue's own ConfigMap: 3 cohorts, each with a
+    lender (nominal 40 CPU, an occasional workload of its own) and three ClusterQueues of
+    nominal 0 and weights 1, 2 and 4 that borrow all they use, every queue reclaiming in its
+    cohort. The borrowers' arrivals (300 each, 1 to 4 CPU, 1 to 4 s, two priorities) ask about
+    three times what the cohort holds, so their shares are contended the whole run."""
+    rng = random.Random(seed)
+    config: list[Obj] = [_flavor("default"), {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+        "data": {"controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+                 "fairSharing:\n  enable: true\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"}}]
+    workloads: list[Obj] = []
+    reclaim = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+    cohorts = [f"cohort-{c:02d}" for c in range(3)]
+    for c, cohort in enumerate(cohorts):
+        queues = [(f"lender-{c:02d}", 40, None, 30, 8000)] + \
+                 [(f"cq-{c:02d}-w{w}", 0, w, 300, 50) for w in FAIR_WEIGHTS]
+        for cq, nominal, weight, count, interval in queues:
+            ns = f"ns-{cq}"
+            obj = _cluster_queue(cq, cohort, [("default", [_quota("cpu", nominal)])], preemption=reclaim)
+            if weight is not None:
+                obj["spec"]["fairSharing"] = {"weight": str(weight)}
+            config += [_namespace(ns), _local_queue(ns, cq), obj]
+            offset = rng.randrange(interval)
+            for i in range(_scaled(count, scale)):
+                cpu = rng.randint(4, 8) if weight is None else rng.randint(1, 4)
+                workloads.append(workload_object(
+                    ns, f"w-{i:03d}", cls="lender" if weight is None else f"weight-{weight}",
+                    priority=rng.choice((50, 100)), arrival_ms=offset + i * interval,
+                    runtime_ms=rng.randint(1000, 4000), pod_sets=[("main", 1, {"cpu": cpu})]))
+    return Scenario("fair-sharing", seed, "fair sharing by weight (1, 2, 4) among borrowing queues",
+                    _ordered(config), tuple(workloads), scale, {"cohorts": tuple(cohorts)})
+
+
 def _ordered(config: Iterable[Obj]) -> tuple[Obj, ...]:
     return tuple(sorted(config, key=lambda o: (_ORDER.get(o["kind"], 9),
                                                o["metadata"].get("namespace", ""), o["metadata"]["name"])))
@@ -445,7 +486,7 @@ def _ordered(config: Iterable[Obj]) -> tuple[Obj, ...]:
 _GENERATORS: dict[str, Callable[[int, float], Scenario]] = {
     "baseline": baseline, "baseline-preemption": baseline_preemption, "baseline-kueue": baseline_kueue,
     "large-scale": large_scale, "flavors": flavors, "gangs": gangs, "fragmentation": fragmentation,
-    "placement": placement,
+    "placement": placement, "fair-sharing": fair_sharing,
 }
 SCENARIO_NAMES: tuple[str, ...] = tuple(_GENERATORS)
 
