@@ -35,7 +35,7 @@ from .snapshot import Snapshot
 from .workloads import Workload
 
 __all__ = ["ShareTree", "SCALE", "FINITE_CAP", "INFINITE", "fair_sharing_facts", "share_value", "lq_usage",
-           "reorders", "with_settings"]
+           "reorders", "with_settings", "PreemptionShares"]
 
 #: Shares are counted in parts per million of what the parent can lend.
 SCALE = 10**6
@@ -289,6 +289,44 @@ def fair_sharing_facts(snapshot: Snapshot, live: Iterable[Workload], settings: K
         for n in tree.path(node):
             if tree.nodes[n].parent is not None:
                 yield "fair_victim_share", (w.key, n, tree.share(n), tree.share(n, after))
+
+
+class PreemptionShares:
+    """The shares behind a preemption across ClusterQueues under fair sharing, for the victim's
+    plan entry (engine/preemption.py): built once per cycle from its admitted workloads."""
+
+    def __init__(self, snapshot: Snapshot, workloads: Iterable[Workload]) -> None:
+        self.snapshot = snapshot
+        self.by_key = {w.key: w for w in workloads}
+        self.tree = ShareTree(snapshot, (w for w in self.by_key.values() if w.admission is not None))
+
+    def between(self, preemptor: str, preemptor_queue: str, victim: str) -> dict[str, object] | None:
+        """What Kueue's strategies compare for ``preemptor`` (pending in ``preemptor_queue``) and
+        admitted ``victim``: the two nodes under their lowest common cohort, the preemptor's side
+        once it is admitted, the victim's side before and after the victim goes (decimal
+        fractions of what the cohort lends); ``None`` if they share a ClusterQueue or are in different trees."""
+        p, v = self.by_key.get(preemptor), self.by_key.get(victim)
+        cq = self.snapshot.cluster_queues.get(preemptor_queue)
+        if p is None or v is None or v.admission is None or cq is None or v.admission.cluster_queue == cq.name:
+            return None
+        p_node, v_node = Node("cq", cq.name), Node("cq", v.admission.cluster_queue)
+        if p_node not in self.tree.nodes or v_node not in self.tree.nodes:
+            return None
+        p_path, v_path = list(self.tree.path(p_node)), list(self.tree.path(v_node))
+        common = next((n for n in v_path if n in p_path), None)
+        if common is None:
+            return None
+        p_side, v_side = p_path[p_path.index(common) - 1], v_path[v_path.index(common) - 1]
+        admitted = self.tree.simulated(p_node, asked_usage(p, cq.resource_groups))
+        gone = self.tree.simulated(v_node, {fr: -a for fr, a in held_usage(v).items()})
+        return {"preemptorNode": str(p_side), "victimNode": str(v_side),
+                "preemptor": _decimal(self.tree.share(p_side, admitted)), "before": _decimal(self.tree.share(v_side)),
+                "after": _decimal(self.tree.share(v_side, gone))}
+
+
+def _decimal(share: int) -> str:
+    """An integer share as a decimal fraction of what the parent lends ("inf" for weight 0)."""
+    return "inf" if share >= INFINITE else f"{share / SCALE:.6f}".rstrip("0").rstrip(".")
 
 
 def _afs_queues(snapshot: Snapshot) -> set[str]:

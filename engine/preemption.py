@@ -22,6 +22,7 @@ from collections import defaultdict
 from fractions import Fraction
 from typing import Iterable, Mapping
 
+from .fairsharing import PreemptionShares
 from .quantity import format_quantity
 from .reasons import Reason, make_reason
 from .snapshot import Snapshot
@@ -76,9 +77,13 @@ class Victims:
     def __init__(self, snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> None:
         self.decision = decision
         self._by_key: dict[str, Workload] = {}
+        self.fair: PreemptionShares | None = None  # under fair sharing: the shares behind each preemption
         if not decision.preempts:
             self.borrowing: frozenset[str] = frozenset()
             return
+        workloads = list(workloads)
+        if snapshot.kueue_settings.fair_sharing is not None:
+            self.fair = PreemptionShares(snapshot, workloads)
         wanted = {k for pair in decision.preempts for k in pair}
         held: dict[tuple[str, str, str], Fraction] = defaultdict(Fraction)  # (queue, flavor, resource) after the cycle
         for w in workloads:
@@ -105,6 +110,8 @@ class Victims:
         """Kueue's reason for a preemption by ``preemptor`` of a workload of ``victim_queue``."""
         if self.decision.cluster_queues.get(preemptor) == victim_queue:
             return "InClusterQueue"
+        if self.fair is not None:  # across queues, fair sharing's strategies decide (fairsharing.lp)
+            return "InCohortFairSharing"
         return "InCohortReclaimWhileBorrowing" if preemptor in self.borrowing else "InCohortReclamation"
 
     def reason(self, key: str) -> Reason:
@@ -116,6 +123,7 @@ class Victims:
         victim = self._by_key.get(key)
         preemptions = [{"preemptor": p, "clusterQueue": self.decision.cluster_queues.get(p), "rule": self.rule(p, cq),
                         "needs": _amounts(_chosen(self._by_key[p], self.decision)) if p in self._by_key else {},
-                        "shares": None} for p in preemptors]
+                        "shares": self.fair.between(p, self.decision.cluster_queues.get(p) or "", key)
+                        if self.fair is not None else None} for p in preemptors]
         held = _amounts(_held(victim)) if victim is not None and victim.admission is not None else {}
         return make_reason("Preempted", clusterQueue=cq, preemptors=preemptors, preemptions=preemptions, held=held)

@@ -165,3 +165,14 @@ def test_admission_fair_sharing_favours_the_local_queue_that_consumed_less():
     assert plan.workload("default/from-y").state == "admitted"
     assert plan.workload("default/from-x").state == "pending"
     assert run(*objs).workload("default/from-x").state == "admitted"  # without the section: age
+
+
+def test_the_victims_entry_names_fair_sharing_and_the_shares_compared():
+    objs = [*cohort_ab(), *b_borrows("3", "3", "3"), workload("want", queue="qa", cpu="3", minute=9)]
+    plan = run(*objs, fair_sharing=FairSharing())
+    reason = next(r for r in plan.workload("default/b2").reasons if r.code == "Preempted")
+    (preemption,) = reason.details["preemptions"]
+    assert preemption["rule"] == "InCohortFairSharing"
+    assert preemption["shares"] == {"preemptorNode": 'cq("a")', "victimNode": 'cq("b")', "preemptor": "0.25",
+                                    "before": "0.5", "after": "0.25"}
+    assert "(share 0.5 -> 0.25)" in reason.message
