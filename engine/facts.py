@@ -156,7 +156,7 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
        "position by weighted consumed usage in its ClusterQueue (admission fair sharing; 0 otherwise).",
        'fair_rank("team-a/train",0,0,1).'),
     _p("fair_preemptor_share(P,N,S)", "str node int",
-       "Pending P, of a ClusterQueue that reclaims within its cohort, would give node N on its path the share S "
+       "Pending P, the head of a ClusterQueue that reclaims within its cohort (its first workload not held), would give node N on its path the share S "
        "once admitted (in its ClusterQueue's first flavors).", 'fair_preemptor_share("team-a/train",cq("team-a"),400000).'),
     _p("fair_victim_share(V,N,Old,New)", "str node int int",
        "Admitted V is below node N, whose share is Old now and New once V is evicted.",

@@ -250,6 +250,7 @@ def fair_sharing_facts(snapshot: Snapshot, live: Iterable[Workload], settings: K
     reclaiming = {q.name for q in snapshot.cluster_queues.values() if q.reclaim_within_cohort != "Never"}
     contested = set()  # roots of trees where some queue reclaims: their admitted workloads may be victims
     pending: dict[str, list[tuple[tuple[object, ...], str, int, int]]] = defaultdict(list)
+    preemptor_shares: dict[str, dict[Node, int]] = {}  # pending workload of a reclaiming queue -> shares after
     for w in workloads:
         if w.admission is not None or w.finished:
             continue
@@ -265,18 +266,24 @@ def fair_sharing_facts(snapshot: Snapshot, live: Iterable[Workload], settings: K
             top, own = shares[list(shares)[-1]], shares[node]
             if cq.name in reclaiming:
                 contested.add(list(tree.path(node))[-1])
-                for n, s in shares.items():
-                    yield "fair_preemptor_share", (w.key, n, s)
+                preemptor_shares[w.key] = shares
         rank = lq_rank.get(f"{lq.namespace}/{lq.name}", 0)
         pending[cq.name].append(((rank, -w.priority, w.coscheduled, w.created, w.key), w.key, top, own))
     # Within a ClusterQueue, Kueue's order holds (its head goes first); across ClusterQueues the
     # lower share after admission goes first: each workload ranks by the highest shares of those
     # of its ClusterQueue ahead of it and its own, so shares never reorder one ClusterQueue.
+    # Only the head of a ClusterQueue (the first not held) preempts across queues in a cycle, as
+    # Kueue lets the head of each ClusterQueue preempt: the shares of the others are not needed.
+    held = {w.key for w in workloads if w.held}
     for queued in pending.values():
-        most = (0, 0)
+        most, head = (0, 0), None
         for (rank, *_), key, top, own in sorted(queued):
             most = max(most, (top, own))
             yield "fair_rank", (key, *most, rank)
+            if head is None and key not in held:
+                head = key
+        for n, share in preemptor_shares.get(head or "", {}).items():
+            yield "fair_preemptor_share", (head, n, share)
     if tree is None:
         return
     for w in workloads:
