@@ -115,3 +115,24 @@ def test_a_preempted_pod_group_is_evicted_whole():
     plan = run(queue, pods, workload("high", cpu="1", priority=100, minute=5))
     (action,) = [a for a in plan.actions if a.kind == "preempt"]
     assert sorted(p["name"] for p in action.details["pods"]) == ["gang-0", "gang-1", "gang-2"]
+
+
+def _lender_and_borrower(reclaim):
+    return [flavor("f"), cluster_queue("a", {"f": {"cpu": 4}}, cohort="co", preemption={"reclaimWithinCohort": reclaim}),
+            cluster_queue("b", {"f": {"cpu": 4}}, cohort="co"), local_queue("a"), local_queue("b", name="qb"),
+            workload("b-old", queue="qb", cpu="4", priority=0, admitted_in=("b", "f")),
+            workload("b-next", queue="qb", cpu="2", priority=100, minute=1),
+            workload("a-wait", cpu="4", priority=0, minute=2)]
+
+
+def test_a_lender_that_could_not_take_its_quota_back_keeps_it_for_its_waiting_workload():
+    # b-next (priority 100) ranks first and would borrow 2 cpu of a's quota; a reclaims only from
+    # lower priorities, so it could never take them back from b-next while a-wait waits: held.
+    plan = run(_lender_and_borrower("LowerPriority"))
+    assert plan.workload("default/a-wait").state == "admitted"
+    assert plan.workload("default/b-next").state == "pending"
+
+
+def test_a_lender_that_can_reclaim_does_not_hold_its_quota():
+    plan = run(_lender_and_borrower("Any"))
+    assert plan.workload("default/b-next").state == "admitted"
