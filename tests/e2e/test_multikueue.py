@@ -4,10 +4,10 @@ kube-apiserver, shared by the module's tests (each test works in a namespace of 
 The manager runs clueue's MultiKueue controllers (adapters/multikueue) in this process, with
 short intervals, and the test writes the manager Workload's quota reservation and its MultiKueue
 check (Pending) through the status subresource, as the manager's admission would, so that it
-chooses when; the last test runs ``clueue controller`` on the manager, whose engine does that.
-In the workers, the first test runs ``clueue controller`` (real admission); the others act as
-the worker's admission themselves, writing ``Admitted`` on a copy, so that they choose who
-admits when.
+chooses when; the last two tests run ``clueue controller`` on the manager, whose engine does
+that. In the workers, the first test and the last run ``clueue controller`` (real admission; in
+the last, of plain pods under their prebuilt Workload); the others act as the worker's admission
+themselves, writing ``Admitted`` on a copy, so that they choose who admits when.
 
 Seed (KEP-693) integration list, in order: admitted in one (worker running clueue, the other
 without a usable ClusterQueue), admitted at the same time by two (exactly one copy survives),
@@ -15,7 +15,7 @@ rejected by one, a worker without the namespace, a worker that deletes its copy,
 frequent status changes and finished with an error, garbage collection of an orphan, and (it
 stops an apiserver) an unresponsive worker (Active False and an Event), lost-worker timeout, a
 kubeconfig Secret change that reconnects it, and the duplicate left there removed; then the
-whole manager.
+whole manager, and plain pods run by clueue in the manager and a worker.
 """
 
 from __future__ import annotations
@@ -691,3 +691,76 @@ def test_clueue_controller_on_the_manager_reserves_dispatches_and_admits(cluster
         wait_until(lambda: copy_in(clusters, "worker2", ns) is None, WAIT, "the copy removed", proc=proc)
     finally:
         assert stop_controller(proc) == 0
+
+
+def test_plain_pods_run_in_a_worker_running_clueue_and_stay_gated_in_the_manager(clusters: Clusters,
+                                                                                  tmp_path: Path) -> None:
+    """`clueue controller` on the manager and in worker1, end to end for a pod group: the
+    manager's engine makes its Workload and reserves the global quota; worker1's clueue admits
+    the copy; the manager admits the Workload but never ungates its pods; the pods MultiKueue
+    makes in worker1 (labelled prebuilt-workload-name) are ungated there by worker1's clueue
+    under the copy, with no second Workload; their status comes back to the manager's pods;
+    when they succeed worker1's clueue finishes the copy and the manager's Workload finishes."""
+    config = tmp_path / "config.yaml"
+    config.write_text("apiVersion: clueue.dev/v1\nkind: Configuration\nmultiKueue:\n  syncPeriod: 500ms\n"
+                      "  dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-all-at-once\n")
+    ns = namespace_in(clusters)
+    custom = client.CustomObjectsApi(clusters.api)
+    core = client.CoreV1Api(clusters.api)
+    try:
+        custom.create_cluster_custom_object(G, V, "clusterqueues", {
+            "apiVersion": f"{G}/{V}", "kind": "ClusterQueue", "metadata": {"name": "global"}, "spec": {
+                "namespaceSelector": {}, "admissionChecks": [CHECK], "resourceGroups": [{"coveredResources": ["cpu"],
+                    "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    except client.ApiException as e:
+        if e.status != 409:  # made by the test before, with the same spec
+            raise
+    _queues(clusters.api, ns, cluster_queue="global", with_cluster_queue=False)
+    with clusters.worker_api("worker1") as w1:
+        _queues(w1, ns, cluster_queue="cq", with_cluster_queue=True)
+    clusters.multikueue.stop()  # the manager controller's own MultiKueue alone
+    clusters.workers["worker1"].create_namespace(CONTROLLER_NS)
+    procs = [start_controller(clusters.manager, "--config", str(config), "--batch-window", "0.05"),
+             start_controller(clusters.workers["worker1"], "--batch-window", "0.05")]
+    manager_proc = procs[0]
+
+    def worker_pods() -> list[Any]:
+        with clusters.worker_api("worker1") as api:
+            return list(client.CoreV1Api(api).list_namespaced_pod(ns).items)
+
+    def manager_gates() -> dict[str, list[str]]:
+        return {p.metadata.name: [g.name for g in p.spec.scheduling_gates or ()]
+                for p in core.list_namespaced_pod(ns).items}
+
+    try:
+        for name in ("group-0", "group-1"):
+            core.create_namespaced_pod(ns, _pod(ns, name))
+        assert wait_ready_on(clusters, ns, "group") == "worker1"
+        wait_until(lambda: cond(get(clusters.api, "workloads", "group", ns), "Admitted").get("status") == "True",
+                   WAIT, "the manager's engine to admit the Workload", proc=manager_proc)
+        ungated = wait_until(lambda: len(pods := worker_pods()) == 2 and all(not p.spec.scheduling_gates for p in pods)
+                             and pods, WAIT, "worker1's clueue to ungate the pods made there", proc=procs[1])
+        assert {p.metadata.labels["kueue.x-k8s.io/prebuilt-workload-name"] for p in ungated} == {"group"}
+        with clusters.worker_api("worker1") as api:
+            copies = client.CustomObjectsApi(api).list_namespaced_custom_object(G, V, ns, "workloads")["items"]
+            assert [c["metadata"]["name"] for c in copies] == ["group"], "no second Workload for the pods"
+            worker_core = client.CoreV1Api(api)
+            for phase in ("Running", "Succeeded"):  # acting as worker1's kubelet
+                for pod in ungated:
+                    pod = worker_core.read_namespaced_pod(pod.metadata.name, ns)
+                    pod.status.phase = phase
+                    worker_core.replace_namespaced_pod_status(pod.metadata.name, ns, pod)
+                wait_until(lambda ph=phase: {p.status.phase for p in core.list_namespaced_pod(ns).items} == {ph},
+                           WAIT, f"the pods' phase {phase} copied to the manager's pods", proc=manager_proc)
+                assert manager_gates() == {n: ["kueue.x-k8s.io/admission"] for n in ("group-0", "group-1")}, \
+                    "the manager's pods stay gated: they run in worker1"
+        finished = wait_until(lambda: cond(get(clusters.api, "workloads", "group", ns), "Finished"), WAIT,
+                              "worker1's clueue to finish the copy, and the manager's Workload to finish",
+                              proc=manager_proc)
+        assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+        wait_until(lambda: not worker_pods() and copy_in(clusters, "worker1", ns, "group") is None, WAIT,
+                   "the copy and its pods removed from worker1", proc=manager_proc)
+        assert copy_in(clusters, "worker2", ns, "group") is None
+    finally:
+        for proc in procs:
+            assert stop_controller(proc) == 0, controller_log(proc)[-2000:]
