@@ -16,6 +16,8 @@ from typing import Any, Callable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from clueue.engine.workloads import PREBUILT_LABEL  # the engine ties a worker's pods to their copy by it
+
 from ..kube.kinds import KUEUE_GROUP, kueue_version
 from ..kube.pacing import PendingWriteLimiter
 from ..kube.retry import update_with_retry
@@ -30,7 +32,6 @@ log = logging.getLogger("clueue.multikueue")
 CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"  # AdmissionCheck.spec.controllerName of MultiKueue checks
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"  # on every remote copy: which manager made it
 ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"  # the manager Workload's uid
-PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 COMPONENT = "clueue-multikueue"  # the reportingComponent of its Events
