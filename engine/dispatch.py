@@ -19,13 +19,12 @@ those workers; the first worker to admit one wins. Dispatchers (``multiKueue.dis
 
 Each dispatched workload gets a :class:`~clueue.engine.plan.DispatchEntry` that says, for every
 worker of its config, why it was or was not nominated, with the numbers (``clueue explain``).
-The Optimized pass is a clingo solve of its own, over the ``dispatch`` part of the policy's
+The Optimized pass is a clingo solve of its own (``solver.nominate``), over the ``dispatch`` part of the policy's
 files, after the admission decision (docs/dispatch.md says why).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import ceil, floor
@@ -34,13 +33,12 @@ from typing import Any, Iterable, Mapping
 from .checks import MULTIKUEUE_CONTROLLER, required_checks
 from .config import ALL_AT_ONCE, INCREMENTAL, OPTIMIZED, Config
 from .dispatch_workers import QueueRoom, WorkerCapacity, worker_capacity
-from .errors import SolveError
 from .facts import fact_text
 from .plan import Action, DispatchEntry, WorkerNote
 from .policy import Policy
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
-from .solver import _control, _ground, _load, _Messages, _solve
+from .solver import nominate
 from .workloads import Workload
 
 __all__ = ["MAX_NOMINATED", "DispatchTarget", "Dispatch", "dispatch_targets", "run_dispatch"]
@@ -294,7 +292,7 @@ def _optimized(targets: list[DispatchTarget], snapshot: Snapshot, capacities: Ma
     facts = _facts(targets, asks, snapshot, capacities, units, config)
     active = {name for name, c in snapshot.multikueue_clusters.items() if c.active}
     # a fifth of the cycle's budget at most: dispatch must not hold up the next cycle's admissions
-    nominated, predicted = _solve_dispatch(facts, policy, budget=min(budget, _BUDGET_SHARE * config.time_budget))
+    nominated, predicted = nominate(facts, policy, budget=min(budget, _BUDGET_SHARE * config.time_budget))
     order = {k: i for i, k in enumerate(sorted({k for t in targets for k in t.clusters}))}
     by_worker: dict[str, list[str]] = {}
     for w, k in sorted(predicted.items()):
@@ -309,55 +307,6 @@ def _optimized(targets: list[DispatchTarget], snapshot: Snapshot, capacities: Ma
     return out
 
 
-def _solve_dispatch(facts: str, policy: Policy, *, budget: float
-                    ) -> tuple[dict[str, set[str]], dict[str, str]]:
-    """Solve the ``dispatch`` part of ``policy`` over ``facts``; the best model found within
-    ``budget``: workload -> nominated workers, and workload -> the worker it is predicted on.
-
-    It borrows the solver module's plumbing (the one place clingo is imported, its errors made
-    clueue's): a pass of its own beside ``decide`` and ``explain``.
-    """
-    best: dict[str, list[Any]] = {}
-
-    def on_model(model: Any) -> None:
-        best["atoms"] = [(s.name, s.arguments[0].string, s.arguments[1].string) for s in model.symbols(shown=True)
-                         if s.name in ("nominate", "predicted") and len(s.arguments) == 2]
-
-    deadline = time.monotonic() + budget
-    messages = _Messages()
-    ctl = _control(["--heuristic=Domain", "--opt-mode=ignore", "--models=1"], messages)
-    _load(ctl, facts, policy, _PARTS)
-    _ground(ctl, [(part, []) for part in _PARTS], messages)
-    # 1. The first plan, as dispatch.lp's domain heuristic leads the search: workloads predicted
-    #    in rank order, each on the worker where it fits tightest (first fit in rank order).
-    _solve(ctl, max(deadline, time.monotonic() + _GRACE_SECONDS), on_model=on_model)
-    if "atoms" not in best:
-        raise SolveError("the dispatch pass found no nomination within its budget: check the integrity "
-                         "constraints of your policy files' dispatch part, or raise --time-budget")
-    # 2. Whoever it predicts stays predicted, so that optimizing never gives the room of a
-    #    higher-ranked workload to lower-ranked ones; then the preferences choose among the plans
-    #    left, core-guided (it proves small problems at once, where branch and bound may not).
-    first = {w for name, w, _ in best["atoms"] if name == "predicted"}
-    with ctl.backend() as backend:
-        for atom in ctl.symbolic_atoms.by_signature("predicted_any", 1):
-            if atom.symbol.arguments[0].string in first:
-                backend.add_rule([], [-atom.literal])
-    ctl.configuration.solve.opt_mode = "opt"
-    ctl.configuration.solve.models = 0
-    ctl.configuration.solver.opt_strategy = "usc"
-    _solve(ctl, deadline, on_model=on_model)
-    nominated: dict[str, set[str]] = {}
-    predicted: dict[str, str] = {}
-    for name, w, k in best["atoms"]:
-        if name == "nominate":
-            nominated.setdefault(w, set()).add(k)
-        else:
-            predicted[w] = k
-    return nominated, predicted
-
-
-_PARTS = ("base", "dispatch")
-_GRACE_SECONDS = 0.5
 _BUDGET_SHARE = 0.2
 
 

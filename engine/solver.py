@@ -20,7 +20,7 @@ from .errors import PolicyError, SnapshotError, SolveError
 from .facts import defined_directives, value_text
 from .policy import Policy, PolicyFile
 
-__all__ = ["Term", "Decision", "SolveStats", "Explanation", "decide", "explain"]
+__all__ = ["Term", "Decision", "SolveStats", "Explanation", "decide", "explain", "nominate"]
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,7 @@ def _control(arguments: Sequence[str], messages: _Messages) -> clingo.Control:
 # The parts each pass grounds (policy.PARTS): base with decide, or base with explain.
 _DECIDE = ("base", "decide")
 _EXPLAIN = ("base", "explain")
+_DISPATCH = ("base", "dispatch")
 
 
 def _load(ctl: clingo.Control, facts: str, policy: Policy, parts: tuple[str, ...]) -> None:
@@ -868,6 +869,57 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
             last = found
             flavors = [choose_literal[s] for s in found["chosen"]]
     return _Checked(admitted, last, (), unsure)
+
+
+def nominate(facts: str, policy: Policy, *, budget: float
+                    ) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """Solve the ``dispatch`` part of ``policy`` over ``facts``; the best model found within
+    ``budget``: workload -> nominated workers, and workload -> the worker it is predicted on.
+
+    A pass of its own after ``decide`` (engine/dispatch.py builds its facts from the workloads
+    whose quota that decision reserves): which workers a dispatched workload's copies go to does
+    not change what the manager admits.
+    """
+    best: dict[str, list[Any]] = {}
+
+    def on_model(model: Any) -> None:
+        best["atoms"] = [(s.name, s.arguments[0].string, s.arguments[1].string) for s in model.symbols(shown=True)
+                         if s.name in ("nominate", "predicted") and len(s.arguments) == 2]
+
+    deadline = time.monotonic() + budget
+    messages = _Messages()
+    ctl = _control(["--heuristic=Domain", "--opt-mode=ignore", "--models=1"], messages)
+    _load(ctl, facts, policy, _DISPATCH)
+    _ground(ctl, [(part, []) for part in _DISPATCH], messages)
+    # 1. The first plan, as dispatch.lp's domain heuristic leads the search: workloads predicted
+    #    in rank order, each on the worker where it fits tightest (first fit in rank order).
+    _solve(ctl, max(deadline, time.monotonic() + _DISPATCH_GRACE_SECONDS), on_model=on_model)
+    if "atoms" not in best:
+        raise SolveError("the dispatch pass found no nomination within its budget: check the integrity "
+                         "constraints of your policy files' dispatch part, or raise --time-budget")
+    # 2. Whoever it predicts stays predicted, so that optimizing never gives the room of a
+    #    higher-ranked workload to lower-ranked ones; then the preferences choose among the plans
+    #    left, core-guided (it proves small problems at once, where branch and bound may not).
+    first = {w for name, w, _ in best["atoms"] if name == "predicted"}
+    with ctl.backend() as backend:
+        for atom in ctl.symbolic_atoms.by_signature("predicted_any", 1):
+            if atom.symbol.arguments[0].string in first:
+                backend.add_rule([], [-atom.literal])
+    ctl.configuration.solve.opt_mode = "opt"
+    ctl.configuration.solve.models = 0
+    ctl.configuration.solver.opt_strategy = "usc"
+    _solve(ctl, deadline, on_model=on_model)
+    nominated: dict[str, set[str]] = {}
+    predicted: dict[str, str] = {}
+    for name, w, k in best["atoms"]:
+        if name == "nominate":
+            nominated.setdefault(w, set()).add(k)
+        else:
+            predicted[w] = k
+    return nominated, predicted
+
+
+_DISPATCH_GRACE_SECONDS = 0.5  # beyond a spent budget, to find some nomination
 
 
 def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) -> Explanation:
