@@ -10,8 +10,9 @@ the ``Preempted`` condition:
   preemptor is admitted and every victim is gone (borrowWithinCohort);
 - ``InCohortReclamation``: of another queue, which takes back its nominal quota
   (reclaimWithinCohort);
-- ``InCohortFairSharing``: the fair-sharing strategies (set by that rule group; the ``shares``
-  field of a preemption is where it puts the shares before and after).
+- ``InCohortFairSharing``: of another queue, with fair sharing on (docs/fair-sharing.md); the
+  ``shares`` field of a preemption is where the shares before and after go (None until the
+  fair-sharing rule group reports them).
 
 Pure: the decision, the snapshot's queues and the workloads in, reasons out.
 """
@@ -76,6 +77,7 @@ class Victims:
 
     def __init__(self, snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision) -> None:
         self.decision = decision
+        self.fair_sharing = snapshot.kueue_settings.fair_sharing is not None
         self._by_key: dict[str, Workload] = {}
         self.fair: PreemptionShares | None = None  # under fair sharing: the shares behind each preemption
         if not decision.preempts:
@@ -110,6 +112,8 @@ class Victims:
         """Kueue's reason for a preemption by ``preemptor`` of a workload of ``victim_queue``."""
         if self.decision.cluster_queues.get(preemptor) == victim_queue:
             return "InClusterQueue"
+        if self.fair_sharing:  # Kueue names every preemption across queues so under fair sharing
+            return "InCohortFairSharing"
         if self.fair is not None:  # across queues, fair sharing's strategies decide (fairsharing.lp)
             return "InCohortFairSharing"
         return "InCohortReclaimWhileBorrowing" if preemptor in self.borrowing else "InCohortReclamation"

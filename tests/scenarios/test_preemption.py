@@ -136,3 +136,13 @@ def test_a_lender_that_could_not_take_its_quota_back_keeps_it_for_its_waiting_wo
 def test_a_lender_that_can_reclaim_does_not_hold_its_quota():
     plan = run(_lender_and_borrower("Any"))
     assert plan.workload("default/b-next").state == "admitted"
+
+
+def test_under_fair_sharing_a_preemption_across_queues_is_named_so():
+    from clueue.engine.config import FairSharing
+    plan = run(_cohort(RECLAIM), workload("borrower", queue="qb", cpu="2", priority=0, admitted_in=("b", "f")),
+               workload("low", cpu="2", priority=0, admitted_in=("a", "f")), flavor("f"),
+               workload("high", cpu="4", priority=100, minute=5), fair_sharing=FairSharing())
+    rules = {v: preempted(plan, v).details["preemptions"][0]["rule"] for v in victims(plan)}
+    assert rules.get("default/borrower") == "InCohortFairSharing"
+    assert all(r == "InClusterQueue" for v, r in rules.items() if v != "default/borrower")
