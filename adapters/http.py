@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from http.server import BaseHTTPRequestHandler
-from typing import Any, Mapping
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar, Mapping
 
-__all__ = ["Handler", "parse_bind"]
+__all__ = ["Handler", "BackgroundServer", "parse_bind"]
 
 log = logging.getLogger("clueue.http")
 
@@ -42,3 +43,56 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         log.debug("%s %s %s", type(self).__module__, self.client_address[0], format % args)
+
+
+class _OwnedServer(ThreadingHTTPServer):
+    daemon_threads = True  # a request in flight never holds the process up
+    owner: Any  # the BackgroundServer, for its handler's requests
+
+
+class BackgroundServer:
+    """``handler`` served on ``host:port`` by a stdlib threading server in a daemon thread
+    (port 0: a free one, read ``.port`` after :meth:`start`); a handler finds this object as
+    ``self.server.owner``. Subclasses set ``handler`` and ``serving``, the line logged at start
+    (with ``{host}`` and ``{port}``)."""
+
+    handler: ClassVar[type[BaseHTTPRequestHandler]]
+    serving: ClassVar[str] = "serving on {host}:{port}"
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._server: _OwnedServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Any:
+        """Bind and serve in a daemon thread; returns ``self``.
+
+        Raises:
+            OSError: the address cannot be bound (e.g. the port is in use).
+        """
+        server = _OwnedServer((self.host, self.port), self.handler)
+        server.owner = self
+        self._server, self.port = server, server.server_address[1]
+        # A short poll, so that stop() returns at once rather than after the default half second.
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"{type(self).__name__}:{self.port}", daemon=True)
+        self._thread.start()
+        logging.getLogger(type(self).__module__).info(self.serving.format(host=self.host, port=self.port))
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port (idempotent)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

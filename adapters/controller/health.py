@@ -16,31 +16,19 @@ delays a probe, and the process never waits on the server to exit.
 
 from __future__ import annotations
 
-import logging
-import threading
-from http.server import ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Callable
 
 from prometheus_client.exposition import choose_encoder
 
-from ..http import Handler
+from ..http import BackgroundServer, Handler
 from .metrics import Metrics
 
 __all__ = ["HealthServer"]
 
-log = logging.getLogger(__name__)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a scrape in flight never holds the process up
-    owner: HealthServer
-
 
 class _Handler(Handler):
-    server: _Server
-
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-        owner = self.server.owner
+        owner: HealthServer = self.server.owner  # type: ignore[attr-defined]
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
@@ -60,48 +48,16 @@ class _Handler(Handler):
         self.send_body(200, b"ok\n") if ok else self.send_body(failed, f"{reason}\n".encode())
 
 
-class HealthServer:
+class HealthServer(BackgroundServer):
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: a free one,
     read ``.port`` after :meth:`start`)."""
 
+    handler = _Handler
+    serving = "serving /metrics, /healthz and /readyz on {host}:{port}"
+
     def __init__(self, host: str, port: int, metrics: Metrics, ready: Callable[[], bool],
                  healthy: Callable[[], bool]) -> None:
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self.metrics = metrics
         self.ready = ready
         self.healthy = healthy
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> HealthServer:
-        """Bind and serve in a daemon thread; returns ``self``.
-
-        Raises:
-            OSError: the address cannot be bound (e.g. the port is in use).
-        """
-        server = _Server((self.host, self.port), _Handler)
-        server.owner = self
-        self._server, self.port = server, server.server_address[1]
-        # A short poll, so that stop() returns at once rather than after the default half second.
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"health:{self.port}", daemon=True)
-        self._thread.start()
-        log.info("serving /metrics, /healthz and /readyz on %s:%d", self.host, self.port)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port (idempotent)."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join()
-
-    def __enter__(self) -> HealthServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

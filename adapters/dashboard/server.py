@@ -10,16 +10,14 @@ Routes (GET only: any other method is answered 501, nothing is ever written):
 Pages come from ``current()`` (the snapshot and plan to show, or None while there is none yet)
 and, for timelines, the decision log at ``log_path`` (opened for reading per request). Every
 response forbids scripts and outside resources (Content-Security-Policy): the pages have none.
-A stdlib :class:`~http.server.ThreadingHTTPServer` in a daemon thread, sharing clueue's
-request handler (adapters/http.py) with the controller's other servers.
+Served in a daemon thread by adapters/http.py's :class:`~clueue.adapters.http.BackgroundServer`
+and request handler, as the controller's other servers are.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import datetime, timezone
-from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
@@ -28,7 +26,7 @@ import jinja2
 from clueue.engine import ClueueError
 
 from ..decisionlog.units import format_duration
-from ..http import Handler
+from ..http import BackgroundServer, Handler
 from .svg import timeline_svg
 from .views import Current, overview, pending, workload_entry
 
@@ -90,20 +88,13 @@ def render_page(path: str, current: Current | None, log_path: str | None) -> tup
     return 200, _env.get_template(template).render(**context, view=view(current))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: DashboardServer
-
-
 class _Handler(Handler):
-    server: _Server
-
     def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
         if urlsplit(self.path).path == "/style.css":
             css = _env.loader.get_source(_env, "style.css")[0]  # type: ignore[union-attr]
             self._send(200, css.encode(), "text/css; charset=utf-8")
             return
-        owner = self.server.owner
+        owner: DashboardServer = self.server.owner  # type: ignore[attr-defined]
         try:
             status, page = render_page(self.path, owner.current(), owner.log_path)
         except Exception as e:  # noqa: BLE001 - one page's failure is that page's 500, not the server's end
@@ -117,41 +108,16 @@ class _Handler(Handler):
         self.send_body(status, body, content_type, _HEADERS)
 
 
-class DashboardServer:
+class DashboardServer(BackgroundServer):
     """Serve the dashboard on ``host:port`` (port 0: a free one, read ``.port`` after :meth:`start`)."""
 
+    handler = _Handler
+    serving = "serving the dashboard on http://{host}:{port}/"
+
     def __init__(self, host: str, port: int, current: Callable[[], Current | None], log_path: str | None = None) -> None:
-        self.host = host
-        self.port = port
+        super().__init__(host, port)
         self.current = current
         self.log_path = log_path
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> DashboardServer:
-        """Bind and serve in a daemon thread; returns ``self``.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
-        server = _Server((self.host, self.port), _Handler)
-        server.owner = self
-        self._server, self.port = server, server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"dashboard:{self.port}", daemon=True)
-        self._thread.start()
-        log.info("serving the dashboard on http://%s:%d/", self.host, self.port)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and release the port (idempotent)."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join()
 
 
 class LatestCycle:
