@@ -14,6 +14,10 @@ from click.testing import CliRunner
 from clueue.adapters.cli import main
 from clueue.adapters.dashboard.server import LatestCycle, render_page
 from clueue.adapters.dashboard.svg import Bar, Segment, quota_bars
+from clueue.adapters.dashboard.views import Current, overview
+from clueue.engine import Config, Document, build_snapshot, load_policy
+from clueue.engine.guard import guarded_cycle
+from tests.builders import cluster_queue, cohort, flavor, flatten, local_queue, namespace, workload
 
 from .fixtures import example_current, record_log, serve
 
@@ -98,3 +102,22 @@ def test_dashboard_options(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "HOST:PORT" in bad.output
     missing = CliRunner().invoke(main, ["dashboard", str(tmp_path / "nothing.yaml"), "--listen", "127.0.0.1:0"])
     assert missing.exit_code != 0 and "nothing.yaml" in missing.output
+
+
+def test_a_cohort_tree_sums_its_queues_and_cohorts_quota_and_stacks_their_usage() -> None:
+    objs = flatten([namespace("team"), flavor("default"), cohort("root", flavors={"default": {"cpu": 2}}),
+                    cohort("child", parent="root"),
+                    cluster_queue("a", {"default": {"cpu": 4}}, cohort="child"),
+                    cluster_queue("b", {"default": {"cpu": 4}}, cohort="root"),
+                    cluster_queue("alone", {"default": {"cpu": 1}}), local_queue("a", ns="team"),
+                    workload("big", ns="team", cpu="6")])
+    snapshot = build_snapshot([Document(f"obj{i}", o) for i, o in enumerate(objs)])
+    plan = guarded_cycle(snapshot, load_policy(()), Config(), now=0)
+    view = overview(Current(snapshot, plan, 0.0, "test"))
+    (tree,) = view["cohorts"]
+    assert tree["name"] == "root" and tree["members"] == ["a", "b"] and tree["cohorts"] == ["child", "root"]
+    (row,) = tree["rows"]
+    assert (row["nominal"], row["used"], row["by"]) == ("10", "6", {"a": "6", "b": "0"})
+    a = next(q for q in view["clusterQueues"] if q["name"] == "a")
+    assert (a["rows"][0]["used"], a["rows"][0]["borrowed"], a["rows"][0]["borrowingLimit"]) == ("6", "2", None)
+    assert "alone" not in tree["members"]
