@@ -22,7 +22,7 @@ from clueue.engine import Config, load_policy
 from .decisionlog.config import log_path
 from .decisionlog.store import DecisionLog
 from .decisionlog.timeline import brief, render_timeline, workload_timeline
-from .decisionlog.units import parse_duration
+from clueue.engine.durations import parse_duration
 from .render import dump
 
 __all__ = ["audit"]

@@ -8,12 +8,13 @@ name the file and the document.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
-from clueue.engine.config import Limits, MultiKueue
+from clueue.engine.config import ALL_AT_ONCE, Limits, MultiKueue
 from clueue.engine.kueueconfig import parse_admission_fair_sharing, parse_fair_sharing
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
@@ -132,10 +133,10 @@ def parse_config(doc: Document) -> Config:
 
 
 def _multikueue(f: Fields) -> MultiKueue:
-    """The dispatch fields of the ``multiKueue`` section (docs/dispatch.md): ``dispatcherName``,
-    ``clustersPerRound``, ``roundSeconds``, ``staleAfterSeconds``, ``copiesWhenUncertain``
-    (positive whole numbers) and ``copiesWhenNoFit`` (0 or more). Its other fields belong to the
-    MultiKueue adapter's settings."""
+    """The ``multiKueue`` section: Kueue's fields ``gcInterval``, ``origin``, ``workerLostTimeout``
+    and ``dispatcherName`` (docs/multikueue.md), and clueue's: ``syncPeriod``, and the dispatch
+    fields (docs/dispatch.md) ``clustersPerRound``, ``roundSeconds``, ``staleAfterSeconds``,
+    ``copiesWhenUncertain`` (positive whole numbers) and ``copiesWhenNoFit`` (0 or more)."""
     default = MultiKueue()
     numbers = {}
     for key, attr, least in (("clustersPerRound", "clusters_per_round", 1), ("roundSeconds", "round_seconds", 1),
@@ -146,8 +147,24 @@ def _multikueue(f: Fields) -> MultiKueue:
         if value is None or value < least:
             raise f.fail(f"multiKueue.{key}", f"expected a whole number of at least {least}, got {value!r}")
         numbers[attr] = value
-    return MultiKueue(dispatcher_name=f.string("multiKueue.dispatcherName", default.dispatcher_name)
-                      or default.dispatcher_name, **numbers)
+    dispatcher = f.string("multiKueue.dispatcherName", default.dispatcher_name) or default.dispatcher_name
+    if "/" not in dispatcher or len(dispatcher) > 63:
+        raise f.fail("multiKueue.dispatcherName", "expected a domain-prefixed name of at most 63 characters "
+                     f"(e.g. {ALL_AT_ONCE}), got {dispatcher!r}")
+    origin = f.string("multiKueue.origin", default.origin)
+    if not origin or not _LABEL_VALUE.match(origin):
+        raise f.fail("multiKueue.origin", "expected a label value (letters, digits, '-', '_', '.'; at most 63), "
+                     f"got {origin!r}")
+    sync = f.duration("multiKueue.syncPeriod", default.sync_period)
+    if sync <= 0:
+        raise f.fail("multiKueue.syncPeriod", "expected a positive duration")
+    return MultiKueue(dispatcher_name=dispatcher, origin=origin, sync_period=sync,
+                      gc_interval=f.duration("multiKueue.gcInterval", default.gc_interval),
+                      worker_lost_timeout=f.duration("multiKueue.workerLostTimeout", default.worker_lost_timeout),
+                      **numbers)
+
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def _limits(f: Fields) -> Limits:

@@ -18,8 +18,9 @@ from typing import Any
 from kubernetes import client
 
 from clueue.adapters.kube.connect import connect
-from clueue.adapters.multikueue import MultiKueue, MultiKueueSettings
-from clueue.adapters.multikueue.api import ALL_AT_ONCE, now
+from clueue.adapters.multikueue import MultiKueue
+from clueue.adapters.multikueue.api import now
+from clueue.engine.config import ALL_AT_ONCE, MultiKueue as Settings
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
@@ -60,7 +61,7 @@ def main(n: int) -> None:
                             "admissionChecks": [{"name": "mk", "state": "Pending", "message": "",
                                                  "lastTransitionTime": now()}]}
             custom.replace_namespaced_custom_object_status(G, V, NS, "workloads", f"job-{i}", wl)
-        loop = MultiKueue(api, "clueue-system", MultiKueueSettings(gc_interval=0, dispatcher_name=ALL_AT_ONCE))
+        loop = MultiKueue(api, "clueue-system", Settings(gc_interval=0, dispatcher_name=ALL_AT_ONCE))
         loop.run_once()  # connects to the workers
 
         def timed(what: str) -> None:

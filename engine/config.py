@@ -75,6 +75,11 @@ class MultiKueue:
             stale or unread).
         copies_when_no_fit: Optimized: workers nominated for a workload that fits nowhere, as
             every worker's fresh data tell (0: it waits, and is nominated once one has room).
+        gc_interval: seconds between two runs of the garbage collector of remote copies (0: never).
+        origin: the ``kueue.x-k8s.io/multikueue-origin`` label value of this manager's copies.
+        worker_lost_timeout: seconds a Ready workload's worker may stay out of contact before
+            the workload is put back to pending (its check state Retry).
+        sync_period: seconds between two passes of the MultiKueue loop (docs/multikueue.md).
     """
 
     dispatcher_name: str = OPTIMIZED
@@ -83,6 +88,10 @@ class MultiKueue:
     stale_after_seconds: int = 60
     copies_when_uncertain: int = 3
     copies_when_no_fit: int = 0
+    gc_interval: float = 60.0
+    origin: str = "multikueue"
+    worker_lost_timeout: float = 900.0
+    sync_period: float = 1.0
 
 
 #: Kueue's fair sharing preemption strategies, and the lists of them its configuration accepts.

@@ -25,6 +25,7 @@ from .objects import (
     Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration, Topology,
     TopologyRequest, WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
+from .durations import parse_duration
 from .quantity import parse_quantity
 from .kueueconfig import KUEUE_CONFIG_MAP, KueueSettings, parse_kueue_config_map
 
@@ -208,6 +209,17 @@ class Fields:
         if not -INT32_LIMIT <= self.typed(path, value, int, "an integer") < INT32_LIMIT:
             raise self.fail(path, f"{value} is out of range: at most {INT32_LIMIT - 1} in magnitude (32 bits)")
         return value
+
+    def duration(self, path: str, default: float) -> float:
+        """Seconds of the duration at ``path`` (durations.py: ``90s``, ``1h30m``, a number of
+        seconds; ``default`` if unset)."""
+        value = self._at(path, _AT_PATH)
+        if value is None:
+            return default
+        try:
+            return parse_duration(value)
+        except ValueError as e:
+            raise self.fail(path, str(e)) from None
 
     def count(self, path: str, default: int, value: Any = _AT_PATH) -> int:
         """A number of pods: a non-negative int32 (``default`` if unset)."""

@@ -38,8 +38,7 @@ from ..kube.connect import connect
 from ..kube.errors import api_errors
 from ..kube.lease import DURATION_S
 from ..kube.dispatch_workers import WorkerReader
-from ..multikueue import MultiKueue, MultiKueueSettings
-from ..multikueue import load_settings as load_multikueue
+from ..multikueue import MultiKueue
 from .health import HealthServer
 from .leader import LeaderElector, make_identity
 from .logs import configure_logging, cycle_summary
@@ -96,13 +95,9 @@ def run_controller(options: ControllerOptions, *, stop: threading.Event | None =
     namespace = options.namespace or config.controller_namespace
     # The engine and the webhook exclude the controller's namespace: the one it really runs in.
     config = replace(config, controller_namespace=namespace)
-    multikueue = load_multikueue(options.config_path)
-    dispatch = getattr(config, "multikueue", None)  # the engine's dispatch settings, where it has them
-    if dispatch is not None and not multikueue.dispatcher_set:  # one default for who nominates
-        multikueue = replace(multikueue, dispatcher_name=dispatch.dispatcher_name)
     stop = stop or threading.Event()
     with _stopped_by_signals(stop):  # from the start: a SIGTERM while starting up stops cleanly too
-        return _run(options, policy, config, namespace, stop, multikueue)
+        return _run(options, policy, config, namespace, stop)
 
 
 @contextlib.contextmanager
@@ -119,8 +114,7 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: str, stop: threading.Event,
-         multikueue: MultiKueueSettings) -> int:
+def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: str, stop: threading.Event) -> int:
     api = connect(options.kubeconfig, options.context, in_cluster=options.in_cluster)
     _ensure_namespace(api, namespace)
     identity = make_identity()
@@ -155,7 +149,7 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
         if options.dashboard_bind:  # its pages show the last cycle's snapshot and plan, re-read nothing
             parts.append(_start_dashboard(options.dashboard_bind, controller, config).stop)
         # MultiKueue's controllers (docs/multikueue.md): idle until MultiKueueClusters exist.
-        workers = MultiKueue(api, namespace, multikueue, metrics=metrics,
+        workers = MultiKueue(api, namespace, config.multikueue, metrics=metrics,
                              leading=lambda: elector.leading if elector is not None else True,
                              workloads=lambda: [d.body for d in cache.documents("Workload")]).start()
         parts.append(workers.stop)

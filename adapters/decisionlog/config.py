@@ -20,10 +20,11 @@ from typing import Any, Callable, TypeVar
 from clueue.engine import Config
 from clueue.engine.config import DecisionLogConfig
 from clueue.engine.objects import LabelSelector
+from clueue.engine.durations import parse_duration
 from clueue.engine.snapshot import Fields
 
 from .schema import DecisionLogError
-from .units import parse_duration, parse_size
+from .units import parse_size
 
 __all__ = ["parse_decision_log", "config_document", "config_digest", "log_path"]
 

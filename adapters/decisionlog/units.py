@@ -1,43 +1,13 @@
-"""Durations and sizes as people write them in a Configuration or on the command line."""
+"""Durations for people, and sizes as people write them in a Configuration or on the command line
+(durations as they write them: engine/durations.py)."""
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 
 from clueue.engine.quantity import parse_quantity
 
-__all__ = ["parse_duration", "format_duration", "parse_size"]
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-
-
-def parse_duration(text: str | int | float) -> float:
-    """Seconds in ``90s``, ``15m``, ``1h30m``, ``7d``, ``2w`` or a plain number of seconds.
-
-    >>> parse_duration("1h30m")
-    5400.0
-
-    Raises:
-        ValueError: not a positive duration.
-    """
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        seconds = float(text)
-    elif isinstance(text, str) and text.strip():
-        s = text.strip()
-        try:
-            seconds = float(s)
-        except ValueError:
-            parts = _DURATION.findall(s)
-            if "".join(n + u for n, u in parts) != s:
-                raise ValueError(f"{text!r} is not a duration (e.g. 90s, 15m, 1h30m, 7d)") from None
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    else:
-        raise ValueError(f"{text!r} is not a duration (e.g. 90s, 15m, 1h30m, 7d)")
-    if seconds <= 0:
-        raise ValueError(f"{text!r} is not a positive duration")
-    return seconds
+__all__ = ["format_duration", "parse_size"]
 
 
 def format_duration(seconds: float) -> str:

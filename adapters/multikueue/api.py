@@ -22,8 +22,7 @@ from ..kube.kinds import KUEUE_GROUP, kueue_version
 from ..kube.pacing import PendingWriteLimiter
 from ..kube.retry import update_with_retry
 
-__all__ = ["CONTROLLER_NAME", "ORIGIN_LABEL", "ORIGIN_UID_ANNOTATION", "PREBUILT_LABEL", "ALL_AT_ONCE",
-           "INCREMENTAL", "KueueObjects", "condition", "is_true", "with_condition", "setting_condition", "now",
+__all__ = ["CONTROLLER_NAME", "ORIGIN_LABEL", "ORIGIN_UID_ANNOTATION", "PREBUILT_LABEL", "KueueObjects", "condition", "is_true", "with_condition", "setting_condition", "now",
            "key_of", "EventRecorder",
            "COMPONENT"]
 
@@ -32,8 +31,6 @@ log = logging.getLogger("clueue.multikueue")
 CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"  # AdmissionCheck.spec.controllerName of MultiKueue checks
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"  # on every remote copy: which manager made it
 ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"  # the manager Workload's uid
-ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
-INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 COMPONENT = "clueue-multikueue"  # the reportingComponent of its Events
 
 

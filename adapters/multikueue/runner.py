@@ -19,7 +19,7 @@ from .api import EventRecorder, KueueObjects, key_of
 from .checks import CheckController
 from .clusters import ClusterController, WorkerRegistry
 from .gc import collect_garbage
-from .settings import MultiKueueSettings
+from clueue.engine.config import MultiKueue as Settings
 from .workloads import WorkloadController
 
 __all__ = ["MultiKueue"]
@@ -31,11 +31,11 @@ class MultiKueue:
     """MultiKueue's controllers on the manager cluster ``api``; :meth:`start` runs them in a
     thread until :meth:`stop`, :meth:`run_once` runs one pass in the caller's.
 
-    >>> mk = MultiKueue(api, "clueue-system", MultiKueueSettings()).start()   # doctest: +SKIP
+    >>> mk = MultiKueue(api, "clueue-system", Settings()).start()   # doctest: +SKIP
     >>> mk.registry.active()                                                  # doctest: +SKIP
     """
 
-    def __init__(self, api: client.ApiClient, namespace: str, settings: MultiKueueSettings, *,
+    def __init__(self, api: client.ApiClient, namespace: str, settings: Settings, *,
                  metrics: Any = None, leading: Callable[[], bool] = lambda: True,
                  workloads: Callable[[], Iterable[Mapping[str, Any]]] | None = None) -> None:
         """``workloads``: the manager's Workloads as a watch-fed cache holds them (the

@@ -45,11 +45,11 @@ from typing import Any, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
-from .api import (ALL_AT_ONCE, ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, EventRecorder, KueueObjects, condition, is_true,
+from .api import (ORIGIN_LABEL, ORIGIN_UID_ANNOTATION, EventRecorder, KueueObjects, condition, is_true,
                   key_of, now, with_condition)
 from .clusters import WorkerRegistry
 from .pods import PodMirror, is_made_of_pods
-from .settings import MultiKueueSettings
+from clueue.engine.config import ALL_AT_ONCE, MultiKueue as Settings
 
 __all__ = ["WorkloadController", "Copies", "WORKERS", "rejection", "remote_copy"]
 
@@ -97,7 +97,7 @@ class _Tried:
 class WorkloadController:
     """The protocol; ``metrics`` (the controller's) gets dispatched, admitted and lost per worker."""
 
-    def __init__(self, manager: KueueObjects, registry: WorkerRegistry, settings: MultiKueueSettings,
+    def __init__(self, manager: KueueObjects, registry: WorkerRegistry, settings: Settings,
                  events: EventRecorder, metrics: Any = None) -> None:
         self.manager = manager
         self.registry = registry

@@ -32,7 +32,8 @@ import pytest
 from kubernetes import client
 
 from clueue.adapters.controller.metrics import Metrics
-from clueue.adapters.multikueue import MultiKueue, MultiKueueSettings
+from clueue.adapters.multikueue import MultiKueue
+from clueue.engine.config import ALL_AT_ONCE, MultiKueue as Settings
 from clueue.adapters.multikueue.api import now
 from tests.e2e.controller_harness import (CONTROLLER_NS, controller_log, metric, metrics_port, start_controller,
                                           stop_controller, wait_until)
@@ -98,7 +99,8 @@ def clusters() -> Iterator[Clusters]:
             "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
                      "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": "two-workers"}}})
         metrics = Metrics()
-        settings = MultiKueueSettings(gc_interval=GC_EVERY, worker_lost_timeout=LOST_AFTER, sync_period=0.2)
+        settings = Settings(gc_interval=GC_EVERY, worker_lost_timeout=LOST_AFTER, sync_period=0.2,
+                            dispatcher_name=ALL_AT_ONCE)
         multikueue = MultiKueue(api, CONTROLLER_NS, settings, metrics=metrics).start()
         try:
             yield Clusters(manager, {"worker1": w1, "worker2": w2}, api, multikueue, metrics)

@@ -6,27 +6,33 @@ import doctest
 
 import pytest
 
-from clueue.adapters.multikueue import api, checks, clusters, gc, pods, settings, workloads
+from clueue.adapters.multikueue import api, checks, clusters, gc, pods, workloads
 from clueue.adapters.multikueue.checks import check_condition
 from clueue.adapters.multikueue.clusters import kubeconfig_source
 from clueue.adapters.multikueue.gc import orphans
-from clueue.adapters.multikueue.settings import MultiKueueSettings, parse_settings
 from clueue.adapters.multikueue.workloads import rejection, remote_copy
-from clueue.engine import SnapshotError
+from clueue.adapters.files import parse_config
+from clueue.engine import Document, SnapshotError
+from clueue.engine.config import MultiKueue
 
 
-@pytest.mark.parametrize("module", [api, checks, clusters, gc, pods, settings, workloads])
+@pytest.mark.parametrize("module", [api, checks, clusters, gc, pods, workloads])
 def test_doctests(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
 
+def _settings(section: object) -> MultiKueue:
+    body = {"apiVersion": "clueue.dev/v1", "kind": "Configuration", "metadata": {"name": "c"}}
+    return parse_config(Document("config.yaml", body if section is None else {**body, "multiKueue": section})).multikueue
+
+
 def test_settings_take_kueue_durations_and_defaults() -> None:
-    assert parse_settings(None) == MultiKueueSettings()
-    parsed = parse_settings({"gcInterval": "1m30s", "workerLostTimeout": "500ms", "origin": "eu-1",
-                             "dispatcherName": "acme.io/mine", "syncPeriod": 1})
+    assert _settings(None) == MultiKueue()
+    parsed = _settings({"gcInterval": "1m30s", "workerLostTimeout": "500ms", "origin": "eu-1",
+                        "dispatcherName": "acme.io/mine", "syncPeriod": 1})
     assert (parsed.gc_interval, parsed.worker_lost_timeout, parsed.origin, parsed.dispatcher_name,
             parsed.sync_period) == (90.0, 0.5, "eu-1", "acme.io/mine", 1.0)
-    assert parse_settings({"gcInterval": "0"}).gc_interval == 0.0
+    assert _settings({"gcInterval": "0"}).gc_interval == 0.0
 
 
 @pytest.mark.parametrize("section, field", [
@@ -37,7 +43,7 @@ def test_settings_take_kueue_durations_and_defaults() -> None:
 ])
 def test_bad_settings_name_the_field(section: dict[str, object], field: str) -> None:
     with pytest.raises(SnapshotError, match=field):
-        parse_settings(section, "config.yaml")
+        _settings(section)
 
 
 def _check(config: str = "cfg") -> dict[str, object]:
