@@ -42,11 +42,12 @@ def _stdout() -> Console:
 
 @click.command(short_help="Benchmark decision cycles on generated scenarios; prints a report.")
 @click.option("--scenario", "scenarios", multiple=True, default=("baseline",), show_default=True,
-              type=click.Choice([*SCENARIO_NAMES, "dispatch", "preemption", "all"]),
+              type=click.Choice([*SCENARIO_NAMES, "dispatch", "preemption", "whatif", "all"]),
               help="Scenario to run; repeatable; 'all' runs every one but dispatch (MultiKueue's dispatchers "
                    "compared in a simulation of 10 workers; --scale scales its 2,000 workloads) and preemption "
                    "(victims per preemptor, clueue against a model of Kueue's order, on 500 small clusters "
-                   "from --seed; --scale scales their number).")
+                   "from --seed; --scale scales their number) and whatif (the time to answer \"what would it "
+                   "take\" for every pending workload of the baseline backlog; --scale scales the backlog).")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Cycles per scenario.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the scenario generator.")
 @click.option("--scale", type=click.FloatRange(min=0.0, min_open=True, max=1.0), default=1.0, show_default=True,
@@ -117,6 +118,13 @@ def bench(scenarios: tuple[str, ...], repeat: int, seed: int, scale: float, repl
         result = dispatch_benchmark(workloads=max(1, round(WORKLOADS * scale)), seed=seed,
                                     time_budget=min(time_budget, 0.1), progress=say)
         click.echo(json.dumps(result, indent=2) if fmt == "json" else render_dispatch(result))
+        return
+    if "whatif" in names:
+        if len(names) != 1:
+            raise click.UsageError("--scenario whatif runs alone")
+        from clueue.bench.whatif import render_whatif, whatif_benchmark
+        result = whatif_benchmark(seed=seed, scale=scale, time_budget=time_budget)
+        click.echo(json.dumps(result, indent=2) if fmt == "json" else render_whatif(result))
         return
     if "preemption" in names:
         if len(names) != 1:

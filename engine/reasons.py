@@ -188,6 +188,9 @@ _KINDS = (
                "{% if count %}number {{position}} in line in its quota tree: {{count}} pending workload(s) ranked "
                "before it get added quota first ({{ahead|join(', ')}}{% if count > ahead|length %}, ...{% endif %})"
                "{% else %}first in line in its quota tree{% endif %}"),
+    ReasonKind("AfterSameShape", None, ("workload",),
+               "same shape and ClusterQueue as {{workload}}, which is ahead of it in line: what would admit "
+               "{{workload}} comes first (ask about {{workload}}; this one needs at least as much more)"),
     ReasonKind("WhatIfCutShort", None, ("budgetSeconds",),
                "further suggestions not checked: the what-if time budget of {{budgetSeconds}}s ran out"),
 )

@@ -38,6 +38,10 @@ __all__ = ["Change", "LIMITS", "what_if", "with_suggestions", "admits", "apply_c
 #: Up to this many units, every raise is tried (exact least); beyond, bisection (docs/what-if.md).
 _SCAN = 32
 
+#: In a quota tree with more pending workloads asked about than this, only the first in line of
+#: each shape (ClusterQueue, pod sets, reasons) is searched; the others refer to it.
+_SHARE_ABOVE = 32
+
 #: Which limit of a quota a change raises: spec field names, as users write them.
 LIMITS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
@@ -132,8 +136,22 @@ class _Tree:
             self.solves += 1
             gone = set(key[1]).union(*(self.pods.get(w, ()) for w in key[1]))
             plan = self.run(apply_changes(self.base, key[0], gone))
+            if plan.solver.budget_exhausted:  # a re-solve cut short proves nothing either way
+                raise _OutOfTime
             self.cache[key] = frozenset(a.workload for a in plan.actions if a.kind == "admit")
         return self.cache[key]
+
+
+class _Before:
+    """A tree's re-solves for one workload: the pending workloads ranked after it are left out
+    (in rank order they take nothing from it), which keeps each re-solve small."""
+
+    def __init__(self, tree: _Tree, later: Iterable[str]) -> None:
+        self.tree = tree
+        self.later = frozenset(later)
+
+    def admitted(self, changes: Iterable[Change], finished: Iterable[str] = ()) -> frozenset[str]:
+        return self.tree.admitted(changes, self.later.union(finished))
 
 
 class _OutOfTime(Exception):
@@ -174,21 +192,38 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
         if root not in trees:
             pods = {w.key: {f"{p.namespace}/{p.name}" for ps in w.pods.values() for p in ps}
                     for w in built.workloads if workload_tree[w.key] == root}
-            trees[root] = _Tree(snapshot, members.get(root, set()), pods, lambda s: run(s, policy, config))
+            trees[root] = _Tree(snapshot, members.get(root, set()), pods, lambda s: run(s, policy, dataclasses.replace(
+                config, time_budget=max(0.01, min(config.time_budget, deadline - time.monotonic())))))
         return trees[root]
 
     out: dict[str, tuple[Reason, ...]] = {}
+    asked: dict[Node | None, int] = {}
+    for e in entries:
+        asked[workload_tree[e.name]] = asked.get(workload_tree[e.name], 0) + 1
+    first: dict[object, str] = {}  # (ClusterQueue, pod sets, reason codes) -> the first in line of that shape
     for e in sorted(entries, key=lambda e: (e.rank is None, e.rank or 0, e.name)):
         root = workload_tree[e.name]
-        t = tree(root)
         step = units.trees.get(root, {})
         suggestions: list[Reason] = []
         queued = [x for x in plan.workloads if x.state == "pending" and workload_tree.get(x.name) == root]
         ahead = [x for x in queued if x.rank is not None and e.rank is not None and x.rank < e.rank]
+        shape = (e.cluster_queue, tuple((p.count, tuple(sorted(p.requests.items()))) for p in e.pod_sets),
+                 tuple(sorted(r.code for r in e.reasons)))
+        # same shape and queue, further back in line, in a long line: what admits the first comes first
+        if shape in first and asked[root] > _SHARE_ABOVE:
+            out[e.name] = (make_reason("AfterSameShape", workload=first[shape]),
+                           *([make_reason("PositionInLine", position=len(ahead) + 1, ahead=[x.name for x in ahead][:3],
+                                          count=len(ahead))] if e.rank is not None else []))
+            continue
+        first[shape] = e.name
+        t = _Before(tree(root), [x.name for x in queued if e.rank is not None and x.rank is not None and x.rank > e.rank])
         try:
             if time.monotonic() >= deadline:
                 raise _OutOfTime
-            suggestions += _quota_suggestions(snapshot, t, e, step, deadline, queued)
+            # bound of a raise: what it and every pending workload that may be ahead of it ask
+            suggestions += _quota_suggestions(snapshot, t, e, step, deadline,
+                                              queued if e.rank is None else
+                                              [e, *ahead, *(x for x in queued if x.rank is None)])
             suggestions += _finish_suggestion(t, e, [x for x in plan.workloads if x.state == "admitted"
                                                      and workload_tree.get(x.name) == root], deadline)
         except _OutOfTime:
@@ -200,7 +235,7 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
     return out
 
 
-def _quota_suggestions(snapshot: Snapshot, t: _Tree, e: WorkloadEntry, step: Mapping[str, Fraction],
+def _quota_suggestions(snapshot: Snapshot, t: _Before, e: WorkloadEntry, step: Mapping[str, Fraction],
                        deadline: float, queued: list[WorkloadEntry]) -> list[Reason]:
     """The least raise of nominal quota (of its ClusterQueue, then each Cohort above it) and of
     its borrowing limit, per flavor it is short of quota in; and lending limits of others."""
@@ -211,8 +246,7 @@ def _quota_suggestions(snapshot: Snapshot, t: _Tree, e: WorkloadEntry, step: Map
     for r in e.reasons:
         if r.code == "InsufficientQuota":
             short.setdefault(r.details["flavor"], {})[r.details["resource"]] = _parse(r.details["short"])
-    # generous upper bound: what every pending workload of its tree asks (it among them); those
-    # left out of the solve have no rank, so which are ahead of it is not always known
+    # generous upper bound: what the workloads of ``queued`` ask (it among them)
     total: dict[str, Fraction] = {}
     for x in queued:
         for ps in x.pod_sets:
@@ -231,7 +265,7 @@ def _quota_suggestions(snapshot: Snapshot, t: _Tree, e: WorkloadEntry, step: Map
                for res in resources):
             targets.append((f"cq:{cq.name}", "borrowingLimit", "NeedsLimit"))
         for other in sorted(snapshot.cluster_queues.values(), key=lambda q: q.name):
-            if other.name != cq.name and f"cq:{other.name}" in t.members and all((q := _quota(other.resource_groups, flavor, res)) is not None
+            if other.name != cq.name and f"cq:{other.name}" in t.tree.members and all((q := _quota(other.resource_groups, flavor, res)) is not None
                             and q.lending_limit is not None for res in resources):
                 targets.append((f"cq:{other.name}", "lendingLimit", "NeedsLimit"))
         for node, limit, code in targets:
@@ -259,7 +293,7 @@ def _parse(text: str) -> Fraction:
     return parse_quantity(text)
 
 
-def _least(t: _Tree, key: str, node: str, flavor: str, limit: str, resources: Mapping[str, Fraction],
+def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: Mapping[str, Fraction],
            step: Mapping[str, Fraction], total: Mapping[str, Fraction], deadline: float) -> list[Change] | None:
     """The least raise of ``limit`` of every resource of ``resources`` at ``node`` that admits
     ``key``, coordinate by coordinate (each one unit less does not admit it); None if raising
@@ -295,10 +329,10 @@ def _least(t: _Tree, key: str, node: str, flavor: str, limit: str, resources: Ma
     return [Change(node, flavor, r, limit, unit[r] * n) for r, n in sorted(current.items()) if n]
 
 
-def _finish_suggestion(t: _Tree, e: WorkloadEntry, admitted: list[WorkloadEntry], deadline: float) -> list[Reason]:
-    """Which admitted workloads of its tree would have to finish first: taken away oldest
-    admission first (the snapshot has no durations, so when is not known) until it is admitted,
-    then each put back that it can do without."""
+def _finish_suggestion(t: _Before, e: WorkloadEntry, admitted: list[WorkloadEntry], deadline: float) -> list[Reason]:
+    """Which admitted workloads of its tree would have to finish first: the shortest run of them,
+    oldest admission first (the snapshot has no durations, so when is not known), whose finishing
+    admits it, then each put back that it can do without."""
     if not admitted or time.monotonic() >= deadline:
         return []
     # admitted before this cycle first (they have run longest), then this cycle's, by rank
@@ -306,13 +340,16 @@ def _finish_suggestion(t: _Tree, e: WorkloadEntry, admitted: list[WorkloadEntry]
     names = [x.name for x in order]
     if e.name not in t.admitted((), names):
         return []
-    gone: list[str] = []
-    for n in names:
+    lo, hi = 1, len(names)  # the shortest prefix of ``names`` whose finishing admits it, by bisection
+    while lo < hi:
         if time.monotonic() >= deadline:
             raise _OutOfTime
-        gone.append(n)
-        if e.name in t.admitted((), gone):
-            break
+        mid = (lo + hi) // 2
+        if e.name in t.admitted((), names[:mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    gone = names[:hi]
     for n in list(gone):  # minimal: none of them could stay
         if time.monotonic() >= deadline:
             raise _OutOfTime
