@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Mapping
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
 from clueue.engine.config import ALL_AT_ONCE, Limits, MultiKueue
-from clueue.engine.kueueconfig import parse_admission_fair_sharing, parse_fair_sharing
+from clueue.engine.kueueconfig import parse_admission_fair_sharing, parse_fair_sharing, parse_wait_for_pods_ready
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
@@ -94,8 +94,9 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
     Fields: ``controllerNamespace``, ``podIntegration.namespaceSelector``,
     ``podIntegration.podSelector``, ``podIntegration.managedOwners``, ``solver.timeBudgetSeconds``,
     ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit), ``decisionLog``
-    (docs/decision-log.md), and Kueue's ``fairSharing`` and ``admissionFairSharing`` sections,
-    which override those of Kueue's ConfigMap in the snapshot (docs/fair-sharing.md).
+    (docs/decision-log.md), and Kueue's ``fairSharing``, ``admissionFairSharing`` and
+    ``waitForPodsReady`` sections, which override those of Kueue's ConfigMap in the snapshot
+    (docs/fair-sharing.md, docs/pods-ready.md).
     """
     config = Config()
     if path is not None:
@@ -129,7 +130,8 @@ def parse_config(doc: Document) -> Config:
         namespace_selector=parse_selector(f, "podIntegration.namespaceSelector"),
         pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
         limits=_limits(f), decision_log=parse_decision_log(f), multikueue=_multikueue(f),
-        fair_sharing=parse_fair_sharing(f), admission_fair_sharing=parse_admission_fair_sharing(f))
+        fair_sharing=parse_fair_sharing(f), admission_fair_sharing=parse_admission_fair_sharing(f),
+        wait_for_pods_ready=parse_wait_for_pods_ready(f))
 
 
 def _multikueue(f: Fields) -> MultiKueue:

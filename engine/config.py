@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .objects import LabelSelector, Requirement
 
-__all__ = ["Config", "Limits", "DecisionLogConfig", "MultiKueue", "FairSharing", "AdmissionFairSharing", "FAIR_STRATEGIES", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
+__all__ = ["Config", "Limits", "DecisionLogConfig", "MultiKueue", "FairSharing", "AdmissionFairSharing", "WaitForPodsReady", "FAIR_STRATEGIES", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
 
 #: Controlling owners whose pods another integration queues (KEP-976: such pods are skipped).
 DEFAULT_MANAGED_OWNERS: tuple[str, ...] = (
@@ -132,6 +132,35 @@ class AdmissionFairSharing:
 
 
 @dataclass(frozen=True)
+class WaitForPodsReady:
+    """Kueue's ``waitForPodsReady`` section (docs/pods-ready.md): an admitted workload whose pods
+    are not all ready in time is evicted and requeued with exponential back-off.
+
+    Parameters:
+        enabled: v1beta1's ``enable`` (v1beta2: the section's presence enables it).
+        timeout_seconds: ``timeout``: how long after admission its pods may take to be ready.
+        block_admission: ``blockAdmission``: while an admitted workload's pods are not ready,
+            nothing else is admitted (Kueue defaults it to ``enable``).
+        recovery_timeout_seconds: ``recoveryTimeout``: how long pods that were ready may stay
+            not ready (``None``: no limit).
+        requeuing_timestamp: ``requeuingStrategy.timestamp``: ``Eviction`` or ``Creation``.
+        backoff_limit_count: ``requeuingStrategy.backoffLimitCount``: requeues before the
+            workload is deactivated (``None``: no limit).
+        backoff_base_seconds: ``requeuingStrategy.backoffBaseSeconds``: the first back-off.
+        backoff_max_seconds: ``requeuingStrategy.backoffMaxSeconds``: the longest back-off.
+    """
+
+    enabled: bool = True
+    timeout_seconds: float = 300.0
+    block_admission: bool = True
+    recovery_timeout_seconds: float | None = None
+    requeuing_timestamp: str = "Eviction"
+    backoff_limit_count: int | None = None
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+
+
+@dataclass(frozen=True)
 class Config:
     """Options of a decision cycle.
 
@@ -148,6 +177,7 @@ class Config:
         fair_sharing: clueue's own ``fairSharing`` section; ``None``: the one of Kueue's
             Configuration in the snapshot (the ``kueue-manager-config`` ConfigMap), if any.
         admission_fair_sharing: likewise for ``admissionFairSharing``.
+        wait_for_pods_ready: likewise for ``waitForPodsReady`` (docs/pods-ready.md).
         whatif_budget: seconds the checked "what would it take" suggestions (whatif.py) may
             spend on their re-solves, apart from the cycle's own budget.
     """
@@ -162,6 +192,7 @@ class Config:
     multikueue: MultiKueue = field(default_factory=MultiKueue)
     fair_sharing: FairSharing | None = None
     admission_fair_sharing: AdmissionFairSharing | None = None
+    wait_for_pods_ready: WaitForPodsReady | None = None
     whatif_budget: float = 10.0
 
     def effective_namespace_selector(self) -> LabelSelector:

@@ -28,6 +28,7 @@ from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadE
 from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
 from .podgroups import holds
+from .podsready import wait_for_pods_ready
 from .policy import Policy
 from .preemption import Victims
 from .fairsharing import with_settings
@@ -223,6 +224,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
     deadline = t0 + config.time_budget
     snapshot = with_settings(snapshot, config)  # the fair sharing sections in effect (fairsharing.py)
     built = build_workloads(snapshot, config, memo)
+    built, wake_at = wait_for_pods_ready(built, snapshot, now)  # evictions and holds by time (podsready.py)
     selection = select_candidates(snapshot, built, policy, memo)
     units = resource_units(snapshot, selection.fixed + selection.ranked)
     nodes = node_classes(snapshot, selection.fixed + selection.ranked) if snapshot.nodes else None
@@ -274,7 +276,8 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
-                snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries)
+                snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries,
+                wake_at=wake_at)
 
 
 def _dispatch(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision, policy: Policy,

@@ -13,13 +13,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import FAIR_STRATEGIES, AdmissionFairSharing, Config, FairSharing
+from .config import FAIR_STRATEGIES, AdmissionFairSharing, Config, FairSharing, WaitForPodsReady
 from .parsing import parse_documents
 
 if TYPE_CHECKING:
     from .snapshot import Fields
 
 __all__ = ["KueueSettings", "KUEUE_CONFIG_MAP", "CONFIG_KEY", "parse_fair_sharing", "parse_admission_fair_sharing",
+           "parse_wait_for_pods_ready",
            "parse_kueue_config_map", "effective_settings"]
 
 #: ``namespace/name`` of the ConfigMap Kueue reads its Configuration from, and the key holding it.
@@ -36,6 +37,7 @@ class KueueSettings:
 
     fair_sharing: FairSharing | None = None
     admission_fair_sharing: AdmissionFairSharing | None = None
+    wait_for_pods_ready: WaitForPodsReady | None = None
 
 
 def parse_fair_sharing(f: Fields, path: str = "fairSharing") -> FairSharing | None:
@@ -78,6 +80,36 @@ def parse_admission_fair_sharing(f: Fields, path: str = "admissionFairSharing") 
     return AdmissionFairSharing(half_life, sampling, tuple(weights))
 
 
+def parse_wait_for_pods_ready(f: Fields, path: str = "waitForPodsReady") -> WaitForPodsReady | None:
+    """The ``waitForPodsReady`` section at ``path`` (``None`` if absent; docs/pods-ready.md).
+
+    Raises:
+        SnapshotError: a flag that is not a boolean, a duration that is not one, a count that is
+            not a non-negative whole number, ``requeuingStrategy.timestamp`` not ``Eviction`` or
+            ``Creation``, or a base back-off longer than the longest (naming the field).
+    """
+    if f.get(path) is None:
+        return None
+    f.mapping(path)
+    enabled = f.flag(f"{path}.enable", True)  # v1beta1 has the flag; in v1beta2 the section enables it
+    timeout = f.duration(f"{path}.timeout", 300.0)
+    if timeout <= 0:
+        raise f.fail(f"{path}.timeout", "expected a positive duration")
+    recovery = f.duration(f"{path}.recoveryTimeout", 0.0) or None
+    strategy = f"{path}.requeuingStrategy"
+    f.mapping(strategy)
+    stamp = f.string(f"{strategy}.timestamp", "Eviction")
+    if stamp not in ("Eviction", "Creation"):
+        raise f.fail(f"{strategy}.timestamp", f"expected Eviction or Creation, got {stamp!r}")
+    limit = f.get(f"{strategy}.backoffLimitCount")
+    base = f.count(f"{strategy}.backoffBaseSeconds", 60)
+    most = f.count(f"{strategy}.backoffMaxSeconds", 3600)
+    if base > most:
+        raise f.fail(f"{strategy}.backoffBaseSeconds", f"{base} is more than backoffMaxSeconds ({most})")
+    return WaitForPodsReady(enabled, timeout, f.flag(f"{path}.blockAdmission", enabled), recovery, stamp or "Eviction",
+                            None if limit is None else f.count(f"{strategy}.backoffLimitCount", 0), base, most)
+
+
 def _duration(f: Fields, path: str, default: float) -> float:
     """Seconds of the Go duration at ``path`` (metav1.Duration: ``1h30m``, ``90s``)."""
     value = f.get(path)
@@ -111,14 +143,22 @@ def parse_kueue_config_map(f: Fields) -> KueueSettings:
         raise f.fail(f"data.{CONFIG_KEY}", "expected one Configuration object")
     inner = ObjectFields(Document(f"{f.doc.source} data.{CONFIG_KEY}",
                                   {**docs[0], "metadata": {"name": f.name, "namespace": f.namespace}}), "ConfigMap")
-    return KueueSettings(parse_fair_sharing(inner), parse_admission_fair_sharing(inner))
+    return KueueSettings(parse_fair_sharing(inner), parse_admission_fair_sharing(inner),
+                         parse_wait_for_pods_ready(inner))
 
 
 def effective_settings(snapshot_settings: KueueSettings, config: Config) -> KueueSettings:
     """What a cycle decides by: each section of clueue's ``config`` if set, else Kueue's; a
-    ``fairSharing`` section with ``enable: false`` turns fair sharing off."""
+    ``fairSharing`` or ``waitForPodsReady`` section with ``enable: false`` turns it off."""
     fair = config.fair_sharing if config.fair_sharing is not None else snapshot_settings.fair_sharing
     return KueueSettings(
         fair if fair is not None and fair.enabled else None,
         config.admission_fair_sharing if config.admission_fair_sharing is not None
-        else snapshot_settings.admission_fair_sharing)
+        else snapshot_settings.admission_fair_sharing,
+        _enabled(config.wait_for_pods_ready if config.wait_for_pods_ready is not None
+                 else snapshot_settings.wait_for_pods_ready))
+
+
+def _enabled(section: WaitForPodsReady | None) -> WaitForPodsReady | None:
+    """``section`` if it is enabled (``enable: false`` turns waitForPodsReady off)."""
+    return section if section is not None and section.enabled else None

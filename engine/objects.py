@@ -394,6 +394,13 @@ class KueueWorkload:
     cluster_name: str = ""
     nominated_clusters: tuple[str, ...] = ()
     reserved_at: int = 0  # when its QuotaReserved condition turned True (seconds since the epoch; 0: not reserved)
+    # waitForPodsReady (podsready.py): its PodsReady condition (None: absent), when that last
+    # changed and Kueue's reason for it; status.requeueState (count, requeueAt: 0 if unset)
+    pods_ready: bool | None = None
+    pods_ready_since: int = 0
+    pods_ready_reason: str = ""
+    requeue_count: int = 0
+    requeue_at: int = 0
 
 
 @dataclass(frozen=True)
@@ -432,6 +439,7 @@ class Pod:
     controller_uid: str = ""  # metadata.uid of its controlling owner, if any (a PodGroup's occupiedBy)
     topology: TopologyRequest | None = None  # its topology annotation (kueue.x-k8s.io/podset-*-topology)
     needs: NodeNeeds = NodeNeeds()  # node selection, host ports, pod anti-affinity (placement.py)
+    ready: bool = False  # its Ready condition is True (waitForPodsReady: podsready.py)
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,9 @@ class Plan:
     notices: tuple[str, ...] = ()
     rejected: tuple[Rejected, ...] = ()  # objects of a live snapshot left out as malformed
     dispatch: tuple[DispatchEntry, ...] = ()  # workloads dispatched to MultiKueue's workers
+    # when a cycle is due though nothing changes: a waitForPodsReady timeout or back-off ends
+    # (epoch seconds; None: none). podsready.py
+    wake_at: int | None = None
 
     def workload(self, name: str) -> WorkloadEntry:
         """The entry for ``namespace/name`` (or a unique bare ``name``).

@@ -153,6 +153,20 @@ _KINDS = (
     ReasonKind("PodDeleting", None, ("workload",),
                "the pod of workload {{workload}} is being deleted and no kubelet runs it, or it holds no admission"),
     ReasonKind("Deactivated", None, (), "the Workload is deactivated (spec.active is false)", True),
+    # waitForPodsReady (podsready.py)
+    ReasonKind("PodsReadyTimeout", None, ("timeout", "recovery", "count", "limit", "requeueAt"),
+               "evicted: pods not ready within {{timeout}}{% if recovery %} of losing readiness (recoveryTimeout)"
+               "{% endif %}; its quota is released and it is requeued ({{count}}{% if limit is not none %} of "
+               "{{limit}}{% endif %}), back-off until {{requeueAt}}"),
+    ReasonKind("RequeuingLimitExceeded", None, ("timeout", "recovery", "count", "limit"),
+               "evicted and deactivated: pods not ready within {{timeout}}{% if recovery %} of losing readiness"
+               "{% endif %} after {{limit}} requeue(s) (backoffLimitCount {{limit}})", True),
+    ReasonKind("RequeueBackoff", None, ("requeues", "until"),
+               "requeued {{requeues}} time(s) after its pods were not ready in time; it waits until {{until}}"),
+    ReasonKind("WaitingForPodsReady", None, ("workloads", "count"),
+               "nothing is admitted while an admitted workload's pods are not ready (waitForPodsReady "
+               "blockAdmission): {{workloads|join(', ')}}{% if count > workloads|length %} and "
+               "{{count - workloads|length}} more{% endif %}"),
     ReasonKind("QuotaUnknown", None, ("clusterQueue", "object"),
                "{{object}}, which clueue cannot read, may hold quota in the quota tree of ClusterQueue "
                "{{clusterQueue}}: how much is unknown, so nothing new is admitted there until it is fixed"),

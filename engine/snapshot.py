@@ -576,8 +576,17 @@ def _pod(f: Fields) -> Pod:
         topology=parse_topology_request(f, "metadata.annotations", annotations),
         needs=dataclasses.replace(shape.needs, labels=tuple(sorted(labels.items()))),
         finalizer=POD_FINALIZER in f.strings("metadata.finalizers", f.meta.get("finalizers")),
+        ready=_ready(f),
         ended=_ended_at(f), scheduled=bool(f.string("spec.nodeName")), node_name=f.string("spec.nodeName", "") or "", controller_uid=controller_uid,
     )
+
+
+def _ready(f: Fields) -> bool:
+    """Whether the pod's ``Ready`` condition is True (waitForPodsReady: podsready.py); a
+    condition that cannot be read counts as not ready rather than rejecting the pod."""
+    conditions = f.get("status.conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, abc.Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _ended_at(f: Fields) -> int:
@@ -799,7 +808,21 @@ def _workload(f: Fields) -> KueueWorkload:
         cluster_name=f.string("status.clusterName", "") or "",
         nominated_clusters=f.strings("status.nominatedClusterNames"),
         reserved_at=_true_since(f, "QuotaReserved"),
+        **_pods_ready(f),
     )
+
+
+def _pods_ready(f: Fields) -> dict[str, Any]:
+    """The waitForPodsReady state of a Workload (podsready.py): its ``PodsReady`` condition and
+    ``status.requeueState``."""
+    out: dict[str, Any] = {"requeue_count": f.count("status.requeueState.count", 0)}
+    if f.get("status.requeueState.requeueAt") is not None:
+        out["requeue_at"] = f.timestamp("status.requeueState.requeueAt")
+    for p, c in f.objects("status.conditions"):
+        if c.get("type") == "PodsReady":
+            out.update(pods_ready=c.get("status") == "True", pods_ready_reason=str(c.get("reason") or ""),
+                       pods_ready_since=f.timestamp(f"{p}.lastTransitionTime", c.get("lastTransitionTime")))
+    return out
 
 
 def _true_since(f: Fields, kind: str) -> int:

@@ -96,7 +96,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -671,12 +671,14 @@ class _Applier:
             self.result.skipped.append(f"ungate Pod {target}")
 
     def preempt(self, target: str, pods: list[tuple[str, str]], code: str, message: str,
-                variant: tuple[str, str] = ("InClusterQueue", "")) -> None:
+                variant: tuple[str, str] = ("InClusterQueue", ""), details: Mapping[str, Any] | None = None) -> None:
         """Evict an admitted workload: its admission released with Kueue's Evicted reason for
         ``code`` (the plan's reason: a preemption, a drained queue, a deactivation), its pods
         deleted. A preemption also sets ``Preempted=True`` with Kueue's ``variant`` (its reason
         and who preempts, :func:`_preemption_variant`); either way ``QuotaReserved=False``
-        (``Pending``) and ``Admitted=False`` (``NoReservation``), as Kueue writes an eviction."""
+        (``Pending``) and ``Admitted=False`` (``NoReservation``), as Kueue writes an eviction.
+        A waitForPodsReady timeout (engine/podsready.py) records ``status.requeueState`` from the
+        reason's ``details`` and ``Requeued=False`` until its back-off ends, or deactivates it."""
         ns, name = target.split("/", 1)
         label = f"Workload {target}"
         why = _EVICTED_BY.get(code, "Preempted")
@@ -696,13 +698,17 @@ class _Applier:
             if code in _CHECK_EVICTIONS:  # requeued at once after a retry; a rejection deactivates
                 wanted.append(("Requeued", "True", why, message) if code == "AdmissionCheckRetry"
                               else ("Requeued", "False", why, message))
+            if code in _PODS_READY_EVICTIONS:  # requeued once its back-off ends, or deactivated
+                wanted.append(("Requeued", "False", why, message))
             conditions = _conditions(status.get("conditions", []), wanted)
             kept = {k: v for k, v in status.items() if k != "admission"}
+            if code == "PodsReadyTimeout" and details:
+                kept["requeueState"] = {"count": details["count"], "requeueAt": details["requeueAt"]}
             if kept.get("admissionChecks"):
                 kept["admissionChecks"] = _reset_checks(kept["admissionChecks"])
             return {**obj, "status": {**kept, "conditions": conditions}}
 
-        if code == "AdmissionCheckRejected":
+        if code in ("AdmissionCheckRejected", "RequeuingLimitExceeded"):
             self._deactivate(target)
         wrote = update_with_retry(
             self._reading("Workload", target), evict,
@@ -718,8 +724,8 @@ class _Applier:
             self.delete(f"{ns}/{pod}", target, uid, message, reason=why)
 
     def _deactivate(self, target: str) -> None:
-        """Set ``spec.active: false`` on a Workload an admission check rejected, as Kueue does:
-        it is not queued again until someone sets it active."""
+        """Set ``spec.active: false`` on a Workload an admission check rejected, or requeued
+        ``backoffLimitCount`` times, as Kueue does: it is not queued again until someone sets it active."""
         ns, name = target.split("/", 1)
 
         def deactivate(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -1032,7 +1038,7 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
             elif action.kind == "preempt":
                 applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
                                 details["reason"]["code"], details["reason"]["message"],
-                                _preemption_variant(applier.plan, details))
+                                _preemption_variant(applier.plan, details), details["reason"].get("details"))
 
 
 def _merge(into: ApplyResult, part: ApplyResult) -> None:
@@ -1119,7 +1125,8 @@ _PREEMPTION_WHY = RULES
 # The plan's reason for an eviction -> the reason Kueue writes on the Evicted condition.
 _EVICTED_BY = {"Preempted": "Preempted", "ClusterQueueDrained": "ClusterQueueStopped",
                "LocalQueueDrained": "LocalQueueStopped", "Deactivated": "Deactivated",
-               "AdmissionCheckRetry": "AdmissionCheck", "AdmissionCheckRejected": "DeactivatedDueToAdmissionCheck"}
+               "AdmissionCheckRetry": "AdmissionCheck", "AdmissionCheckRejected": "DeactivatedDueToAdmissionCheck",
+               "PodsReadyTimeout": "PodsReadyTimeout", "RequeuingLimitExceeded": "DeactivatedDueToRequeuingLimitExceeded"}
 
 _DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "finalize-pod": "removing the finalizer of Pod",
           "finish": "finishing Workload", "complete-admission": "admitting Workload",
@@ -1127,6 +1134,8 @@ _DOING = {"ungate": "ungating Pod", "delete-pod": "deleting Pod", "finalize-pod"
 
 # Evictions an admission check calls for (engine/checks.py).
 _CHECK_EVICTIONS = ("AdmissionCheckRetry", "AdmissionCheckRejected")
+#: Evictions by waitForPodsReady (engine/podsready.py).
+_PODS_READY_EVICTIONS = ("PodsReadyTimeout", "RequeuingLimitExceeded")
 
 # Plan states whose Workload status only says why it waits: paced by a PendingWriteLimiter.
 _WAITING = ("pending", "inadmissible")

@@ -43,8 +43,9 @@ class Decided:
 
     plan: Plan | None  # None: nothing was decided (kueue.x-k8s.io is not installed)
     applied: ApplyResult
-    # when the next PodGroup schedule timeout or back-off ends (epoch seconds; None: none, or
-    # nothing was written): not a change of the cluster, so a controller must cycle then itself
+    # when the next PodGroup schedule timeout or back-off, or waitForPodsReady timeout or
+    # back-off, ends (epoch seconds; None: none, or nothing was written): not a change of the
+    # cluster, so a controller must cycle then itself
     next_due: int | None = None
 
 
@@ -104,7 +105,9 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     if memo is not None:
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]
-    return Decided(plan, applied, next_due)
+    # a waitForPodsReady timeout or back-off ends then (engine/podsready.py)
+    due = [t for t in (next_due, plan.wake_at if not dry_run else None) if t is not None]
+    return Decided(plan, applied, min(due, default=None))
 
 
 def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan:
