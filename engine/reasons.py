@@ -60,9 +60,9 @@ _KINDS = (
     ReasonKind("FlavorUnfit", "flavor_unfit", ("podSet", "flavor", "why"),
                "flavor {{flavor}} does not fit pod set {{podSet}}: {{why}}"),
     ReasonKind("ExceedsCapacity", "exceeds_capacity", ("clusterQueue", "flavor", "resource", "need", "capacity"),
-               "needs {{need}} {{resource}} in flavor {{flavor}}, more than ClusterQueue {{clusterQueue}} could ever use ({{capacity}})", True),
+               "needs {{need}} {{resource}} in flavor {{flavor}}, more than ClusterQueue {{clusterQueue}} could ever use ({{capacity}})"),
     ReasonKind("NeverFits", "never_fits", (),
-               "too large for every flavor it could use, even in an empty cluster", True),
+               "too large for every flavor of one of its resource groups, even in an empty cluster", True),
     ReasonKind("InsufficientQuota", "insufficient_quota",
                ("clusterQueue", "flavor", "resource", "need", "unusedNominal", "lent", "borrowable", "short"),
                "needs {{need}} {{resource}} in flavor {{flavor}} of ClusterQueue {{clusterQueue}}: "
