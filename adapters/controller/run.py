@@ -153,7 +153,11 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
                              leading=lambda: elector.leading if elector is not None else True,
                              workloads=lambda: [d.body for d in cache.documents("Workload")]).start()
         parts.append(workers.stop)
-        reader = WorkerReader()  # what each worker has free, for the engine's dispatch (docs/dispatch.md)
+        # What each worker has free, for the engine's dispatch (docs/dispatch.md): a cache per active
+        # worker; a change there wakes the loop as a change in the manager does.
+        reader = WorkerReader(on_change=lambda name: cache.note_change(f"worker {name}"))
+        workers.registry.listeners.append(reader.track)
+        parts.append(reader.stop)
         controller.workers = lambda: reader.views(workers.registry.clients())
         if options.leader_elect:
             def started() -> None:

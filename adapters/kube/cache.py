@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any, Callable, Collection, Iterable
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
@@ -96,12 +96,21 @@ class ClusterCache:
     >>> cache.wait_synced(30); plan = run_cycle(cache.snapshot(), policy)  # doctest: +SKIP
     """
 
-    def __init__(self, api: client.ApiClient, *, watch_seconds: int = 300, version: str | None = None) -> None:
-        """``version``: the served version of kueue.x-k8s.io ("" if not installed); default: discovered."""
+    def __init__(self, api: client.ApiClient, *, watch_seconds: int = 300, version: str | None = None,
+                 only: Collection[str] | None = None, on_change: Callable[[], None] | None = None) -> None:
+        """``version``: the served version of kueue.x-k8s.io ("" if not installed); default: discovered.
+        ``only``: the kinds to hold (default: every kind clueue reads). ``on_change``: called,
+        under the cache's lock (it must not call back into the cache), whenever a kind changes.
+
+        Raises:
+            ClusterUnavailable, ApiRefused: discovery failed (errors.py).
+        """
         self.api = api
         self.watch_seconds = watch_seconds
         self.version = (kueue_version(api) or "") if version is None else version
-        self.kinds = served_kinds(api, self.version or None)
+        self.kinds = [k for k in served_kinds(api, self.version or None) if only is None or k.kind in only]
+        self.on_change = on_change
+        self.heard_at: float | None = None  # epoch seconds the API server last answered (list, event, bookmark)
         self.changed = threading.Event()
         self.relists = 0  # how many times a kind was listed again after a watch ended badly
         self.generation = 0  # counts changes (not our own writes coming back): a cycle notes the one it read
@@ -203,6 +212,14 @@ class ClusterCache:
         self.generation += 1
         self.changed.set()
         self._lock.notify_all()
+        if self.on_change is not None:
+            self.on_change()
+
+    def note_change(self, what: str) -> None:
+        """Something outside the cluster changed (e.g. a MultiKueue worker, named ``what`` in
+        :meth:`take_changes`): wakes :meth:`wait_changed` as a change of a kind does."""
+        with self._lock:
+            self._mark(what)
 
     # -- our own writes -----------------------------------------------------------------------
     def begin_writes(self) -> None:
@@ -323,6 +340,7 @@ class ClusterCache:
             if not same or not self._synced[kind.kind].is_set():  # a list that brings nothing new is no change
                 self._mark(kind.kind)
         self._synced[kind.kind].set()
+        self.heard_at = time.time()
         return str(version)
 
     def _run(self, kind: Kind) -> None:
@@ -363,7 +381,10 @@ class ClusterCache:
             version = obj.get("metadata", {}).get("resourceVersion", version)
             if kind_of_event == "ERROR":
                 raise ApiException(status=obj.get("code", 500), reason=obj.get("message", "watch error"))
+            self.heard_at = time.time()
             self._on_event(kind, kind_of_event, obj, version)
+        else:  # the server ended the watch at its timeout: it answers
+            self.heard_at = time.time()
         return version
 
     def _on_event(self, kind: Kind, kind_of_event: str, obj: dict[str, Any], version: str) -> None:

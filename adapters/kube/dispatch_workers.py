@@ -1,37 +1,39 @@
 """Reading MultiKueue's worker clusters for optimized dispatch (docs/dispatch.md).
 
-:class:`WorkerReader` turns API clients of the workers (a ``Mapping[name, ApiClient]``, such as
-the MultiKueue adapter's ``WorkerRegistry.clients()``) into the engine's
-:class:`~clueue.engine.snapshot.WorkerView`: each worker's ClusterQueues, LocalQueues,
-ResourceFlavors, Cohorts, Workloads, Nodes and Pods, as a snapshot of its own, with how long ago
-it was read. The manager's controller adds them to its snapshot (``Snapshot.workers``), so that
-``policies/dispatch.lp`` predicts where each dispatched workload will be admitted.
+:class:`WorkerReader` keeps one watch-fed :class:`~clueue.adapters.kube.cache.ClusterCache` per
+active worker, narrowed to :data:`WORKER_KINDS`, and turns each into the engine's
+:class:`~clueue.engine.snapshot.WorkerView`: the worker's ClusterQueues, LocalQueues,
+ResourceFlavors, Cohorts, Workloads, Nodes and Pods as a snapshot of its own, with how long ago
+the worker was last heard from. The manager's controller adds them to its snapshot
+(``Snapshot.workers``), so that ``policies/dispatch.lp`` predicts where each dispatched
+workload will be admitted.
 
-Reads are lists, at most one per worker every ``refresh_seconds``; between them the last view is
-kept and ages (``WorkerView.age``; past ``staleAfterSeconds`` its predictions are uncertain). A
-worker that cannot be read keeps its last view, ageing; one never read is left out (the engine
-then cannot predict there: "nothing has been read from it yet"). Watches per worker, instead of
-lists, are a later step: the view's shape stays the same.
+The set of caches follows the worker clients it is given (:meth:`WorkerReader.track`, e.g. a
+``WorkerRegistry`` listener, and each :meth:`WorkerReader.views`): a worker that becomes active
+gets a cache; one that goes inactive, is deleted or gets a new client (its kubeconfig changed)
+has its cache stopped and dropped, with its view. A view's ``age`` is the time since its cache
+last heard from the worker (a list, a watch event or bookmark, a watch the server ended at its
+timeout): a worker that stops answering keeps its last view, ageing until it is stale
+(``staleAfterSeconds``) or reported inactive. A worker whose cache has not listed every kind
+yet has no view ("nothing has been read from it yet"). A change in a worker (a workload
+admitted there, its quota changed) is passed to ``on_change``, e.g. to wake the decision loop.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import replace
 from typing import Callable, Mapping
 
 from kubernetes import client
 
-from clueue.engine import ClueueError, Document, build_snapshot
+from clueue.engine import ClueueError
 from clueue.engine.snapshot import WorkerView
 
-from .kinds import KINDS, kueue_version
-from .read import to_document
-from . import retry
-from .errors import api_errors
+from .cache import ClusterCache
 
-__all__ = ["WORKER_KINDS", "read_worker", "WorkerReader"]
+__all__ = ["WORKER_KINDS", "WorkerReader"]
 
 log = logging.getLogger(__name__)
 
@@ -39,43 +41,61 @@ log = logging.getLogger(__name__)
 WORKER_KINDS = ("Namespace", "Node", "Pod", "ResourceFlavor", "ClusterQueue", "Cohort", "LocalQueue", "Workload")
 
 
-def read_worker(name: str, api: client.ApiClient) -> WorkerView:
-    """One worker's objects, read now (lenient: a malformed object is left out).
-
-    Raises:
-        ClueueError: the worker cannot be reached or refuses a list.
-    """
-    version = kueue_version(api) or ""
-    documents: list[Document] = []
-    for kind in KINDS:
-        if kind.kind not in WORKER_KINDS or (kind.custom and not version):
-            continue
-        call, args = kind.list_call(api, version)
-        with api_errors(api, f"listing {kind.plural} of worker {name}"):
-            listed = retry.call(lambda: call(**args))
-        items = listed["items"] if isinstance(listed, dict) else listed.items
-        documents += [to_document(api, kind, version, item) for item in items]
-    return WorkerView(name, build_snapshot(documents, lenient=True), 0)
-
-
 class WorkerReader:
-    """The workers' views, each re-read at most every ``refresh_seconds`` (see the module)."""
+    """The workers' views, each fed by a cache of its own (see the module).
 
-    def __init__(self, *, refresh_seconds: float = 10.0, clock: Callable[[], float] = time.time) -> None:
-        self.refresh_seconds = refresh_seconds
+    ``watch_seconds``: each watch's length; the server ending it shows the worker answers, so
+    below ``staleAfterSeconds`` a quiet worker is not taken for a stale one. ``on_change``:
+    called with a worker's name when something dispatch reads changed there (from a watch
+    thread: it must be quick and not block).
+    """
+
+    def __init__(self, *, watch_seconds: int = 30, on_change: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.watch_seconds = watch_seconds
+        self.on_change = on_change
         self.clock = clock
-        self._views: dict[str, tuple[float, WorkerView]] = {}  # name -> (read at, view)
+        self._caches: dict[str, ClusterCache] = {}
+        self._lock = threading.Lock()  # track() runs in the MultiKueue thread, views() in the decision loop
+
+    def track(self, clients: Mapping[str, client.ApiClient]) -> None:
+        """Watch exactly the workers of ``clients``: start a cache for a new one (or a new
+        client), stop and drop those no longer there. A worker that cannot be reached to start
+        watching is tried again at the next call."""
+        with self._lock:
+            for name in [n for n, cache in self._caches.items() if clients.get(n) is not cache.api]:
+                log.info("worker %s: no longer watched for dispatch", name)
+                self._caches.pop(name).stop(timeout=0)  # its threads end with their watches (daemons)
+            for name, api in sorted(clients.items()):
+                if name in self._caches:
+                    continue
+                try:
+                    self._caches[name] = ClusterCache(api, watch_seconds=self.watch_seconds, only=WORKER_KINDS,
+                                                      on_change=self._notify(name)).start()
+                except ClueueError as e:
+                    log.warning("worker %s cannot be watched for dispatch yet: %s", name, e)
 
     def views(self, clients: Mapping[str, client.ApiClient]) -> dict[str, WorkerView]:
-        """A view of every worker read so far, of those in ``clients`` re-read if due; their
-        ``age`` is counted from their last successful read."""
+        """The views of the workers of ``clients`` listed in full at least once (after
+        :meth:`track`), each ``age`` seconds since its worker was last heard from."""
+        self.track(clients)
+        with self._lock:
+            caches = sorted(self._caches.items())
         now = self.clock()
-        for name, api in clients.items():
-            read_at = self._views.get(name, (float("-inf"), None))[0]
-            if now - read_at < self.refresh_seconds:
-                continue
-            try:
-                self._views[name] = (now, read_worker(name, api))
-            except ClueueError as e:  # kept as it was: its age tells the policy how far to trust it
-                log.warning("worker %s could not be read for dispatch: %s", name, e)
-        return {name: replace(view, age=int(now - read_at)) for name, (read_at, view) in sorted(self._views.items())}
+        return {name: WorkerView(name, cache.snapshot(), max(0, int(now - cache.heard_at)))
+                for name, cache in caches if cache.heard_at is not None and cache.wait_synced(0)}
+
+    def cache(self, name: str) -> ClusterCache | None:
+        """The cache watching worker ``name``, if any (e.g. to see how current it is)."""
+        with self._lock:
+            return self._caches.get(name)
+
+    def stop(self) -> None:
+        """Stop watching every worker."""
+        self.track({})
+
+    def _notify(self, name: str) -> Callable[[], None]:
+        def changed() -> None:
+            if self.on_change is not None:
+                self.on_change(name)
+        return changed

@@ -30,7 +30,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 from kubernetes import client, config
@@ -77,6 +77,8 @@ class WorkerRegistry:
     """The workers by MultiKueueCluster name, as the last pass found them."""
 
     workers: dict[str, Worker] = field(default_factory=dict)
+    #: Called after each pass with :meth:`clients` (e.g. to start or stop watching workers).
+    listeners: list[Callable[[Mapping[str, client.ApiClient]], None]] = field(default_factory=list)
 
     def active(self) -> Mapping[str, KueueObjects]:
         """The workers that answered the last pass, with their clients."""
@@ -143,6 +145,8 @@ class ClusterController:
             self._connect(worker, cluster)
             self._write_status(worker, cluster)
         self.clusters = listed
+        for listener in self.registry.listeners:
+            listener(self.registry.clients())
 
     # -- one worker ----------------------------------------------------------------------------
     def _connect(self, worker: Worker, cluster: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ alone. Also: the worker reader on its own against a real worker."""
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from clueue.adapters.kube.dispatch_workers import WorkerReader, read_worker
+from clueue.adapters.kube.dispatch_workers import WorkerReader
+from clueue.engine import Config
 from clueue.engine.dispatch_workers import worker_capacity
 from tests.e2e.controller_harness import (CONTROLLER_NS, controller_log, metric, metrics_port, start_controller,
                                           stop_controller, wait_until)
@@ -54,21 +56,70 @@ def planes() -> Iterator[tuple[ControlPlane, dict[str, ControlPlane]]]:
         yield manager, {"worker1": w1, "worker2": w2}
 
 
-def test_the_worker_reader_reads_a_real_workers_free_quota(planes: tuple[ControlPlane, dict[str, ControlPlane]]):
+def _free(reader: WorkerReader, clients: dict[str, client.ApiClient], worker: str, ns: str) -> int | None:
+    """The cpu ``worker``'s view has free in ``ns``/lq (None: no view or no such queue yet)."""
+    view = reader.views(clients).get(worker)
+    room = worker_capacity(view).queue_for(ns, "lq") if view is not None else None
+    return room.free.get(("default", "cpu")) if room is not None else None
+
+
+def _set_quota(api: client.ApiClient, ns: str, cpu: str) -> None:
+    client.CustomObjectsApi(api).patch_cluster_custom_object(G, V, "clusterqueues", ns, {"spec": {"resourceGroups": [
+        {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
+            {"name": "cpu", "nominalQuota": cpu}]}]}]}})
+
+
+def test_a_workers_quota_change_reaches_its_view_by_the_watch(planes: tuple[ControlPlane, dict[str, ControlPlane]]):
     _, workers = planes
     ns = f"d-{uuid.uuid4().hex[:6]}"
     plane = workers["worker2"]
     plane.create_namespace(ns)
+    changed: list[str] = []
+    reader = WorkerReader(on_change=changed.append)
     with plane.api_client() as api:
-        _queues(api, ns, ROOM["worker2"])
-        view = read_worker("worker2", api)
-        room = worker_capacity(view).queue_for(ns, "lq")
-        assert room is not None and room.free == {("default", "cpu"): 8}
-        ticks = iter([100.0, 105.0, 130.0])
-        reader = WorkerReader(refresh_seconds=20, clock=lambda: next(ticks))
-        assert reader.views({"worker2": api})["worker2"].age == 0
-        assert reader.views({"worker2": api})["worker2"].age == 5  # not read again before refresh_seconds
-        assert reader.views({"worker2": api})["worker2"].age == 0  # read again
+        clients = {"worker2": api}
+        try:
+            _queues(api, ns, ROOM["worker2"])
+            wait_until(lambda: _free(reader, clients, "worker2", ns) == 8, WAIT, "the first view")
+            cache = reader.cache("worker2")
+            assert cache is not None and reader.views(clients)["worker2"].age >= 0
+            changed.clear()
+            _set_quota(api, ns, "16")
+            wait_until(lambda: _free(reader, clients, "worker2", ns) == 16, WAIT, "the new quota in the view")
+            assert changed and set(changed) == {"worker2"}, "the change is told"
+            assert cache.relists == 0 and reader.cache("worker2") is cache, "brought by the watch, not a list"
+            reader.track({})  # inactive or deleted: its cache stops, its view goes
+            assert reader.cache("worker2") is None and "worker2" not in reader.views({})
+        finally:
+            reader.stop()
+
+
+def test_a_stopped_worker_becomes_stale(planes: tuple[ControlPlane, dict[str, ControlPlane]]):
+    _, workers = planes
+    plane = workers["worker1"]
+    offset = [0.0]
+    reader = WorkerReader(watch_seconds=1, clock=lambda: time.time() + offset[0])
+    api = plane.api_client()
+    clients = {"worker1": api}
+    try:
+        wait_until(lambda: "worker1" in reader.views(clients), WAIT, "the first view")
+        cache = reader.cache("worker1")
+        assert cache is not None and cache.heard_at is not None
+        heard = cache.heard_at
+        wait_until(lambda: cache.heard_at > heard, WAIT, "a quiet worker heard from again (its watches end)")
+        plane.stop_apiserver()
+        wait_until(lambda: cache.relists >= 2, WAIT, "the watches failing")
+        heard = cache.heard_at
+        wait_until(lambda: cache.relists >= 2 * len(cache.kinds) + 2, WAIT, "lists failing again")
+        assert cache.heard_at == heard, "nothing heard from a stopped worker"
+        offset[0] = Config().multikueue.stale_after_seconds + 1.0  # as if that long had passed since
+        view = reader.views(clients)["worker1"]  # the last view is kept, ageing
+        assert view.age > Config().multikueue.stale_after_seconds
+        assert reader.cache("worker1") is cache
+    finally:
+        reader.stop()
+        api.close()
+        plane.restart_apiserver()
 
 
 def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[ControlPlane, dict[str, ControlPlane]],
@@ -113,6 +164,24 @@ def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[Con
             assert get(w1, "workloads", "job", ns) is None, "no copy where it does not fit"
         events = core.list_namespaced_event(ns).items
         assert any(e.reason == "Nominated" and "worker2" in e.message for e in events), controller_log(proc)[-2000:]
+
+        # Room nowhere: reserved in the manager, nominated nowhere; then worker1 gains room, and
+        # its watch wakes the controller, which nominates worker1 (nothing changes in the manager).
+        late = f"d-{uuid.uuid4().hex[:6]}"
+        manager.create_namespace(late)
+        for plane in workers.values():
+            plane.create_namespace(late)
+            with plane.api_client() as worker_api:
+                _queues(worker_api, late, "1")
+        _queues(api, late, "16", check=True)
+        _submit(custom, late, cpu="4")
+        reserved = wait_until(lambda: _reserved(get(api, "workloads", "job", late)), WAIT, "quota reserved", proc=proc)
+        assert not (reserved.get("status") or {}).get("nominatedClusterNames"), "it fits on no worker"
+        with workers["worker1"].api_client() as w1:
+            _set_quota(w1, late, "8")
+        wait_until(lambda: ((get(api, "workloads", "job", late) or {}).get("status") or {}).get(
+            "nominatedClusterNames") == ["worker1"], WAIT, "the Workload nominated to worker1, which gained room",
+            proc=proc)
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-2000:]
         api.close()
@@ -125,3 +194,9 @@ def _submit(custom: client.CustomObjectsApi, ns: str, *, cpu: str) -> None:
         "apiVersion": f"{G}/{V}", "kind": "Workload", "metadata": {"name": "job", "namespace": ns},
         "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
             "restartPolicy": "Never", "containers": [container]}}}]}})
+
+
+def _reserved(workload: dict | None) -> dict | None:
+    """``workload`` if its quota is reserved (QuotaReserved True)."""
+    conditions = ((workload or {}).get("status") or {}).get("conditions") or []
+    return workload if any(c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in conditions) else None
