@@ -1,7 +1,8 @@
 """Durations as people and Kueue write them: Go's ``metav1.Duration`` text (``1h30m``,
 ``500ms``), days and weeks for long horizons (``7d``, ``2w``), or a plain number of seconds.
 
-One parser for every duration of a Configuration, of Kueue's ConfigMap and of the command line.
+One parser for every duration of a Configuration, of Kueue's ConfigMap and of the command line,
+and :func:`format_duration` to write one for people (plans, reports).
 
 >>> parse_duration("1h30m"), parse_duration("250ms"), parse_duration(90), parse_duration("7d")
 (5400.0, 0.25, 90.0, 604800.0)
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["parse_duration"]
+__all__ = ["parse_duration", "format_duration"]
 
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
             "d": 86400.0, "w": 7 * 86400.0}
@@ -42,3 +43,22 @@ def parse_duration(value: Any) -> float:
     if seconds < 0:
         raise ValueError(f"{value!r} is a negative duration")
     return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for people, to the minute past an hour and to the second below.
+
+    >>> format_duration(2280), format_duration(3725), format_duration(42.4)
+    ('38m', '1h2m', '42s')
+    """
+    total = int(round(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs and minutes < 10 else f"{minutes}m"
+    return f"{secs}s"

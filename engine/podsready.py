@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config import WaitForPodsReady
+from .durations import format_duration
 from .memo import Changes
 from .objects import KueueWorkload
 from .podgroups import rfc3339
@@ -57,15 +58,6 @@ def pods_ready(w: Workload, obj: KueueWorkload | None) -> bool:
     needed = sum(w.admitted_count(ps.name) for ps in w.pod_sets)
     ready = sum(1 for pods in w.pods.values() for p in pods if p.ready and p.phase == "Running" and not p.deleting)
     return ready >= needed
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as people read a timeout: ``5m``, ``90s``, ``1h30m``."""
-    whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
-    return text or f"{seconds:g}s"
 
 
 def wait_for_pods_ready(built: Workloads, snapshot: Snapshot, now: int | None) -> tuple[Workloads, int | None]:
@@ -119,7 +111,7 @@ def _timed_out(settings: WaitForPodsReady, obj: KueueWorkload, limit: float, now
     """The eviction of a workload whose pods were not ready within ``limit`` seconds: requeued
     with back-off, or deactivated once it was requeued ``backoffLimitCount`` times."""
     count = obj.requeue_count + 1
-    details = dict(timeout=_duration(limit), recovery=recovering, count=count)
+    details = dict(timeout=format_duration(limit), recovery=recovering, count=count)
     if settings.backoff_limit_count is not None and count > settings.backoff_limit_count:
         return make_reason("RequeuingLimitExceeded", **details, limit=settings.backoff_limit_count)
     return make_reason("PodsReadyTimeout", **details, limit=settings.backoff_limit_count,

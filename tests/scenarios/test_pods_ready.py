@@ -15,6 +15,7 @@ from clueue.engine import Config, Document, SnapshotError, build_snapshot, load_
 from clueue.engine.config import WaitForPodsReady
 from clueue.engine.podsready import backoff_seconds
 from tests.builders import cluster_queue, flatten, flavor, local_queue, pod, ts, workload
+from tests.scenarios.test_fair_sharing import kueue_config
 
 ADMITTED_AT = ts(0)  # 08:00
 T0 = int(datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc).timestamp())
@@ -41,12 +42,6 @@ def admitted(name: str, *, ready: bool | None = None, requeues: int = 0, cpu: st
     if requeues:
         o["status"]["requeueState"] = {"count": requeues}
     return o
-
-
-def kueue_config(text: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
-            "data": {"controller_manager_config.yaml": text}}
 
 
 WAIT = WaitForPodsReady(timeout_seconds=300, block_admission=False, backoff_limit_count=3)
