@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clueue.adapters.files import parse_config
-from clueue.engine import Config, Document, SnapshotError, build_snapshot, load_policy, run_cycle
+from clueue.engine import Config, Document, Session, SnapshotError, build_snapshot, load_policy, run_cycle
 from clueue.engine.config import WaitForPodsReady
 from clueue.engine.podsready import backoff_seconds
 from tests.builders import cluster_queue, flatten, flavor, local_queue, pod, ts, workload
@@ -171,3 +171,23 @@ def test_a_bad_config_map_names_its_field():
     with pytest.raises(SnapshotError) as e:
         build_snapshot([Document("cm#1", kueue_config("waitForPodsReady:\n  timeout: later\n"))])
     assert "waitForPodsReady.timeout" in str(e.value)
+
+
+def test_a_session_sees_holds_end_with_time_alone():
+    # the same snapshot twice: only the time differs, which a Session's memo does not see
+    w = workload("back", cpu="1")
+    w["status"] = {"requeueState": {"count": 1, "requeueAt": "2026-11-21T08:10:00Z"}}
+    snapshot = build_snapshot([Document(f"test#{i + 1}", o) for i, o in enumerate([*cluster(), w])])
+    session = Session(load_policy(()), Config(wait_for_pods_ready=WAIT))
+    assert session.run(snapshot, now=T0 + 599).workload("default/back").reasons[0].code == "RequeueBackoff"
+    assert session.run(snapshot, now=T0 + 600).workload("default/back").state == "admitted"
+    assert session.run(snapshot, now=T0 + 599).workload("default/back").reasons[0].code == "RequeueBackoff"
+    # an admitted one times out, and what it blocked is admitted in its place
+    objs = [*cluster(cpu=2), admitted("slow"), workload("next", cpu="2", minute=1)]
+    snapshot = build_snapshot([Document(f"test#{i + 1}", o) for i, o in enumerate(objs)])
+    session = Session(load_policy(()), Config(wait_for_pods_ready=WaitForPodsReady(timeout_seconds=300)))
+    early = session.run(snapshot, now=T0 + 299)
+    assert evictions(early) == {} and early.workload("default/next").reasons[0].code == "WaitingForPodsReady"
+    late = session.run(snapshot, now=T0 + 300)
+    assert set(evictions(late)) == {"default/slow"}
+    assert late.workload("default/next").reasons[0].code != "WaitingForPodsReady"
