@@ -203,6 +203,9 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any], version: str = 
             was: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == kind), {})
             if was.get("status") == "True":
                 wanted.append((kind, "False", "QuotaReserved", f"Previously: {was.get('message', '')}"))
+        requeued: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == "Requeued"), {})
+        if requeued.get("status") == "False":  # queued again and admitted: its back-off is over
+            wanted.append(("Requeued", "True", "BackoffFinished", "The workload was requeued and admitted"))
         conditions = _conditions(status.get("conditions", []), wanted)
         return {**{k: v for k, v in status.items() if k != "admissionChecks"}, "admission": admission,
                 "conditions": conditions, **_synced_checks(status, entry)}

@@ -111,6 +111,7 @@ def test_pods_never_ready_are_evicted_requeued_with_back_off_then_deactivated(li
     cycle_at(live, ns, start + 180)
     wl = workload_object(live, ns, "slow")
     assert wl["status"].get("admission")
+    assert conditions(wl)["Requeued"] == ("True", "BackoffFinished")
     again = reserved_at(wl)
     cycle_at(live, ns, again + 120)
     wl = workload_object(live, ns, "slow")
