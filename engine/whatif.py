@@ -153,6 +153,10 @@ class _Before:
     def admitted(self, changes: Iterable[Change], finished: Iterable[str] = ()) -> frozenset[str]:
         return self.tree.admitted(changes, self.later.union(finished))
 
+    def full(self) -> _Before:
+        """The same re-solves with every pending workload of the tree."""
+        return _Before(self.tree, ())
+
 
 class _OutOfTime(Exception):
     pass
@@ -201,12 +205,20 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
     for e in entries:
         asked[workload_tree[e.name]] = asked.get(workload_tree[e.name], 0) + 1
     first: dict[object, str] = {}  # (ClusterQueue, pod sets, reason codes) -> the first in line of that shape
+    # per tree, once: its pending workloads (ranked ones in rank order, then the others) and admitted ones
+    pending: dict[Node | None, list[WorkloadEntry]] = {}
+    running: dict[Node | None, list[WorkloadEntry]] = {}
+    for x in sorted(plan.workloads, key=lambda x: (x.rank is None, x.rank or 0, x.name)):
+        if x.state in ("pending", "admitted") and x.name in workload_tree:
+            (pending if x.state == "pending" else running).setdefault(workload_tree[x.name], []).append(x)
+    ranked = {root: sum(1 for x in xs if x.rank is not None) for root, xs in pending.items()}
     for e in sorted(entries, key=lambda e: (e.rank is None, e.rank or 0, e.name)):
         root = workload_tree[e.name]
         step = units.trees.get(root, {})
         suggestions: list[Reason] = []
-        queued = [x for x in plan.workloads if x.state == "pending" and workload_tree.get(x.name) == root]
-        ahead = [x for x in queued if x.rank is not None and e.rank is not None and x.rank < e.rank]
+        queued = pending[root]
+        at = queued.index(e) if e.rank is not None else ranked[root]
+        ahead = queued[:at] if e.rank is not None else []
         shape = (e.cluster_queue, tuple((p.count, tuple(sorted(p.requests.items()))) for p in e.pod_sets),
                  tuple(sorted(r.code for r in e.reasons)))
         # same shape and queue, further back in line, in a long line: what admits the first comes first
@@ -216,16 +228,15 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
                                           count=len(ahead))] if e.rank is not None else []))
             continue
         first[shape] = e.name
-        t = _Before(tree(root), [x.name for x in queued if e.rank is not None and x.rank is not None and x.rank > e.rank])
+        t = _Before(tree(root), [x.name for x in queued[at + 1:ranked[root]]] if e.rank is not None else [])
         try:
             if time.monotonic() >= deadline:
                 raise _OutOfTime
             # bound of a raise: what it and every pending workload that may be ahead of it ask
             suggestions += _quota_suggestions(snapshot, t, e, step, deadline,
                                               queued if e.rank is None else
-                                              [e, *ahead, *(x for x in queued if x.rank is None)])
-            suggestions += _finish_suggestion(t, e, [x for x in plan.workloads if x.state == "admitted"
-                                                     and workload_tree.get(x.name) == root], deadline)
+                                              [e, *ahead, *queued[ranked[root]:]])
+            suggestions += _finish_suggestion(t, e, running.get(root, []), deadline)
         except _OutOfTime:
             suggestions.append(make_reason("WhatIfCutShort", budgetSeconds=config.whatif_budget))
         if e.rank is not None:
@@ -301,31 +312,43 @@ def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: 
     unit = {r: step.get(r, Fraction(1)) for r in resources}
     top = {r: -(-total.get(r, resources[r]) // unit[r]) for r in resources}  # in units, rounded up
 
-    def ok(amounts: Mapping[str, int]) -> bool:
+    def ok(view: _Before, amounts: Mapping[str, int]) -> bool:
         if time.monotonic() >= deadline:
             raise _OutOfTime
-        return key in t.admitted([Change(node, flavor, r, limit, unit[r] * n) for r, n in amounts.items()])
+        return key in view.admitted([Change(node, flavor, r, limit, unit[r] * n) for r, n in amounts.items()])
 
-    current = dict(top)
-    if not ok(current):
+    def search(view: _Before) -> dict[str, int] | None:
+        current = dict(top)
+        if not ok(view, current):
+            return None
+        for r in sorted(resources):
+            # Admission need not grow with quota: a raise may let a workload ahead in line in, which
+            # then takes more than the raise. So up to _SCAN units every amount is tried from 0 up
+            # (the least is exact); beyond, bisection, then down while one unit less still admits.
+            if current[r] <= _SCAN:
+                current[r] = next(n for n in range(current[r] + 1) if n == current[r] or ok(view, {**current, r: n}))
+                continue
+            lo, hi = 0, current[r]  # hi admits; find the least that does
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ok(view, {**current, r: mid}):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            while hi > 0 and ok(view, {**current, r: hi - 1}):
+                hi -= 1
+            current[r] = hi
+        return current
+
+    # Searched without the workloads ranked after it, then confirmed with them: a raise can move
+    # a workload between the ranking's tiers (ordering.lp), so they are not always irrelevant.
+    current = search(t)
+    full = t.full()
+    if t.later and (current is None or not ok(full, current)
+                    or any(current[r] and ok(full, {**current, r: current[r] - 1}) for r in current)):
+        current = search(full)
+    if current is None:
         return None
-    for r in sorted(resources):
-        # Admission need not grow with quota: a raise may let a workload ahead in line in, which
-        # then takes more than the raise. So up to _SCAN units every amount is tried from 0 up
-        # (the least is exact); beyond, bisection, then down while one unit less still admits.
-        if current[r] <= _SCAN:
-            current[r] = next(n for n in range(current[r] + 1) if n == current[r] or ok({**current, r: n}))
-            continue
-        lo, hi = 0, current[r]  # hi admits; find the least that does
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if ok({**current, r: mid}):
-                hi = mid
-            else:
-                lo = mid + 1
-        while hi > 0 and ok({**current, r: hi - 1}):
-            hi -= 1
-        current[r] = hi
     return [Change(node, flavor, r, limit, unit[r] * n) for r, n in sorted(current.items()) if n]
 
 
@@ -338,24 +361,36 @@ def _finish_suggestion(t: _Before, e: WorkloadEntry, admitted: list[WorkloadEntr
     # admitted before this cycle first (they have run longest), then this cycle's, by rank
     order = sorted(admitted, key=lambda x: (x.rank is not None, x.rank or 0, x.name))
     names = [x.name for x in order]
-    if e.name not in t.admitted((), names):
+
+    def admits_without(view: _Before, finished: list[str]) -> bool:
+        if time.monotonic() >= deadline:
+            raise _OutOfTime
+        return e.name in view.admitted((), finished)
+
+    def search(view: _Before) -> list[str] | None:
+        if not admits_without(view, names):
+            return None
+        lo, hi = 1, len(names)  # the shortest prefix of ``names`` whose finishing admits it, by bisection
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if admits_without(view, names[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        gone = names[:hi]
+        for n in list(gone):  # minimal: none of them could stay
+            rest = [g for g in gone if g != n]
+            if admits_without(view, rest):
+                gone = rest
+        return gone
+
+    gone = search(t)  # confirmed with every pending workload, as for quota (_least)
+    full = t.full()
+    if t.later and (gone is None or not admits_without(full, gone)
+                    or any(admits_without(full, [g for g in gone if g != n]) for n in gone)):
+        gone = search(full)
+    if not gone:
         return []
-    lo, hi = 1, len(names)  # the shortest prefix of ``names`` whose finishing admits it, by bisection
-    while lo < hi:
-        if time.monotonic() >= deadline:
-            raise _OutOfTime
-        mid = (lo + hi) // 2
-        if e.name in t.admitted((), names[:mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    gone = names[:hi]
-    for n in list(gone):  # minimal: none of them could stay
-        if time.monotonic() >= deadline:
-            raise _OutOfTime
-        rest = [g for g in gone if g != n]
-        if e.name in t.admitted((), rest):
-            gone = rest
     return [make_reason("NeedsFinished", workloads=sorted(gone), count=len(gone))]
 
 
