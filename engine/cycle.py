@@ -618,6 +618,9 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
             behind = ahead.before(w.key, explainer, reasons)
             if behind:
                 extra.append(ahead.reason(behind))
+            reasons, eviction = ahead.eviction(explainer, reasons)
+            if eviction is not None:
+                extra.append(eviction)
         if not reasons and not extra and explainer in explanation.might_fit:
             extra.append(make_reason("NoCombinedFit"))  # nothing else explains it
         entries[w.key] = WorkloadEntry(
@@ -652,8 +655,8 @@ class _FifoHeads:
 
 
 class _AdmittedAhead:
-    """Workloads admitted this cycle (or preempting, to be admitted once their victims are gone),
-    by quota tree and rank, to name who a workload waits behind.
+    """Workloads admitted this cycle by quota tree and rank, to name who a workload waits behind,
+    and the preemptions under way in each tree, to name what it waits for instead.
 
     Solved workloads compare by the solver's rank; others (only ever left out of the solve
     under the built-in ordering) by that ordering's key: priority, creation time, name.
@@ -665,9 +668,16 @@ class _AdmittedAhead:
         self.workloads = workloads
         self.preempting = decision.preempting
         self.by_tree: dict[Any, list[tuple[int, str, frozenset[tuple[str, str]], tuple[int, int, str]]]] = {}
+        # preemptions under way, by tree: (preemptor, its victims, the quota it takes); a preemptor
+        # is not admitted yet, so no one waits behind it: they wait for the eviction (issue 24)
+        self.evicting: dict[Any, list[tuple[str, list[str], frozenset[tuple[str, str]]]]] = {}
         for w, chosen in decision.assignments.items():
             tree = explanation.tree_roots.get(explanation.cluster_queues.get(w, ""))
             used = frozenset((f, r) for (_, r), f in chosen.items())
+            if w in decision.preempting:
+                victims = sorted(v for p, v in decision.preempts if p == w)
+                self.evicting.setdefault(tree, []).append((w, victims, used))
+                continue
             self.by_tree.setdefault(tree, []).append((rank.get(w, len(rank)), w, used, self._key(w)))
         for admitted in self.by_tree.values():
             admitted.sort(reverse=True)
@@ -697,6 +707,19 @@ class _AdmittedAhead:
                 return self._after_all(explainer, short)
             ahead = (w for _, w, used, theirs in admitted if theirs < mine and used & short)
         return tuple(itertools.islice(ahead, _WAITS_BEHIND_SHOWN))
+
+    def eviction(self, explainer: str, reasons: tuple[Reason, ...]) -> tuple[tuple[Reason, ...], Reason | None]:
+        """With a preemption under way in the tree of ``explainer``: its reasons without the
+        shortages of quota the preemptors take (what is free there is decided again once the
+        victims are gone), and the PreemptionInProgress reason; else ``reasons`` and None."""
+        evicting = self.evicting.get(self.tree_of.get(explainer))
+        if not evicting:
+            return reasons, None
+        taken = frozenset().union(*(used for _, _, used in evicting))
+        kept = tuple(r for r in reasons if r.code != "InsufficientQuota"
+                     or (r.details["flavor"], r.details["resource"]) not in taken)
+        return kept, make_reason("PreemptionInProgress", preemptors=[p for p, _, _ in evicting],
+                                 victims=sorted({v for _, vs, _ in evicting for v in vs}))
 
     def reason(self, behind: tuple[str, ...]) -> Reason:
         """The WaitsBehind reason naming ``behind``: one object for all who wait behind them."""

@@ -77,6 +77,9 @@ _KINDS = (
                "waits behind higher-ranked workloads {% if preempting %}given the quota first (admitted, or "
                "preempting to be admitted: {{preempting|join(', ')}}){% else %}admitted first{% endif %}: "
                "{{workloads|join(', ')}}"),
+    ReasonKind("PreemptionInProgress", None, ("preemptors", "victims"),
+               "a preemption is under way in its quota tree: {{preemptors|join(', ')}} wait(s) for "
+               "{{victims|join(', ')}} to be evicted; what is free there is decided again once they are gone"),
     ReasonKind("StrictFIFOBlocked", None, ("head",),
                "StrictFIFO: waits until {{head}}, ranked before it in the same ClusterQueue, is admitted"),
     ReasonKind("NoCombinedFit", None, (),

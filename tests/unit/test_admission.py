@@ -279,9 +279,10 @@ def test_a_workload_behind_a_preemptor_is_not_told_the_preemptor_was_admitted():
                workload("low", cpu="4", priority=0, admitted_in=("cq", "default")),
                workload("high", cpu="4", priority=100, minute=1), workload("mid", cpu="1", priority=50, minute=2))
     assert plan.workload("default/high").state == "pending"
-    behind = reason(plan, "default/mid", "WaitsBehind")
-    assert behind.details == {"workloads": ["default/high"], "preempting": ["default/high"]}
-    assert "admitted first" not in behind.message and "preempting to be admitted: default/high" in behind.message
+    assert "WaitsBehind" not in codes(plan, "default/mid")  # high is not admitted: mid waits for the eviction
+    progress = reason(plan, "default/mid", "PreemptionInProgress")
+    assert progress.details == {"preemptors": ["default/high"], "victims": ["default/low"]}
+    assert "InsufficientQuota" not in codes(plan, "default/mid")
 
 
 def test_a_workload_behind_admitted_ones_is_told_so():
