@@ -25,10 +25,10 @@ from typing import Callable, Iterable, Mapping
 from .compiler import resource_units
 from .config import Config
 from .facts import Node
-from .objects import ClusterQueue, Cohort, FlavorQuotas, ResourceGroup, ResourceQuota
+from .objects import FlavorQuotas, ResourceGroup, ResourceQuota
 from .plan import Plan, WorkloadEntry
 from .policy import Policy
-from .quantity import format_quantity
+from .quantity import format_quantity, parse_quantity
 from .reasons import Reason, make_reason
 from .snapshot import Snapshot
 from .workloads import build_workloads
@@ -256,13 +256,13 @@ def _quota_suggestions(snapshot: Snapshot, t: _Before, e: WorkloadEntry, step: M
     short: dict[str, dict[str, Fraction]] = {}  # flavor -> resource -> stated shortfall
     for r in e.reasons:
         if r.code == "InsufficientQuota":
-            short.setdefault(r.details["flavor"], {})[r.details["resource"]] = _parse(r.details["short"])
+            short.setdefault(r.details["flavor"], {})[r.details["resource"]] = parse_quantity(r.details["short"])
     # generous upper bound: what the workloads of ``queued`` ask (it among them)
     total: dict[str, Fraction] = {}
     for x in queued:
         for ps in x.pod_sets:
             for res, q in ps.requests.items():
-                total[res] = total.get(res, Fraction(0)) + _parse(q) * ps.count
+                total[res] = total.get(res, Fraction(0)) + parse_quantity(q) * ps.count
     out = []
     for flavor, resources in sorted(short.items()):
         targets: list[tuple[str, str, str]] = [(f"cq:{cq.name}", "nominalQuota", "NeedsQuota")]
@@ -297,11 +297,6 @@ def _quota_suggestions(snapshot: Snapshot, t: _Before, e: WorkloadEntry, step: M
                                        less=format_quantity(c.amount - step.get(c.resource, Fraction(1))),
                                        stated=format_quantity(resources[c.resource])))
     return out
-
-
-def _parse(text: str) -> Fraction:
-    from .quantity import parse_quantity
-    return parse_quantity(text)
 
 
 def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: Mapping[str, Fraction],
