@@ -152,3 +152,14 @@ def test_finished_and_position() -> None:
     assert codes["default/second"]["PositionInLine"].details["position"] == 2
     # second: raising by 1 gives room to nothing ahead of it (first needs 3 free): 1 admits it
     assert codes["default/second"]["NeedsQuota"].details["add"] == "1"
+
+
+def test_cli_plan_what_if_and_explain_show_checked_suggestions() -> None:
+    from click.testing import CliRunner
+
+    from clueue.adapters.cli import main
+    plan = CliRunner().invoke(main, ["plan", "--what-if", "examples/cluster"])
+    assert plan.exit_code == 0 and "more nominal cpu in flavor on-demand of ClusterQueue team-a" in plan.output
+    assert "admits it" not in CliRunner().invoke(main, ["plan", "examples/cluster"]).output
+    explain = CliRunner().invoke(main, ["explain", "examples/cluster", "team-a/pod-render-farm", "-o", "json"])
+    assert explain.exit_code == 0 and '"whatIf"' in explain.output and '"NeedsQuota"' in explain.output
