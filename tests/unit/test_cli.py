@@ -66,7 +66,9 @@ def test_explain_gives_reasons_with_numbers():
     result = invoke("explain", EXAMPLE, "team-a/pod-render-farm")
     assert result.exit_code == 0, result.output
     assert "[InsufficientQuota] needs 12 cpu in flavor on-demand of ClusterQueue team-a" in result.output
-    assert "11 short" in result.output
+    # the shortfall counts back what lower-ranked workloads took only because this one did not fit
+    assert "so it is 6 short once what workloads ranked after it took is given back" in result.output
+    assert "[NeedsQuota] 6 more nominal cpu in flavor on-demand of ClusterQueue team-a (now 8) admits it; 5 more does not" in result.output
     data = json.loads(invoke("explain", EXAMPLE, "pod-protein-fold", "-o", "json").output)
     assert data["state"] == "pending"
     short = next(r for r in data["reasons"] if r["code"] == "InsufficientQuota")
