@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from clueue.adapters import cli
+from clueue.adapters import cli, kube
 from clueue.adapters.kube import apply as apply_module
 from clueue.adapters.kube import decide, lease
 
@@ -56,7 +56,8 @@ if __name__ == "__main__":
         lease.DURATION_S = 2
         apply_module._Applier.ungate = crash  # type: ignore[method-assign]
     elif hook == "slow-read":
-        decide.read_cluster = slow(decide.read_cluster)  # type: ignore[attr-defined]
+        # clueue apply reads through the package (its --record keeps what it read)
+        kube.read_cluster = slow(kube.read_cluster)  # type: ignore[attr-defined]
     elif hook == "announce":
         decide.decide_and_apply = announce(decide.decide_and_apply)  # type: ignore[assignment]
     else:
