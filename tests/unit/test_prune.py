@@ -194,10 +194,11 @@ def test_a_workload_admitted_by_preempting_keeps_what_it_needs_from_the_others(t
     plan = same_as_unpruned(preemptor_beside_borrowers([10], 20, 15), tmp_path)
     assert admitted_and_preempted(plan) == [("preempt", "p/victim0")]
     assert plan.solver.rounds == 1 and plan.solver.candidates == 3
-    # The explanation sees the victim still holding its quota, and hi holding what it will.
+    # The explanation names the eviction under way, not a quota shortfall that holds only until
+    # the victim is gone.
     lo0 = next(w for w in plan.workloads if w.name == "o/lo0")
-    assert [r.code for r in lo0.reasons] == ["InsufficientQuota", "WaitsBehind"]
-    assert lo0.reasons[0].details["short"] == "5"
+    assert [r.code for r in lo0.reasons] == ["PreemptionInProgress"]
+    assert lo0.reasons[0].details == {"preemptors": ["p/hi"], "victims": ["p/victim0"]}
 
 
 def test_a_flavor_held_beyond_its_quota_takes_nothing_from_the_others(tmp_path):
