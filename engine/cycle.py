@@ -312,7 +312,7 @@ def _place_held(snapshot: Snapshot, nodes: NodeClasses, workloads: Iterable[Work
             continue  # (a MultiKueue workload's pods run in a worker: they take no node here)
         sets = {ps.name: nodes.placed(ps, w.namespace) for ps in w.pod_sets}
         asks = []
-        for a in _held_admission(w):
+        for a in w.held_admission():
             gated = sum(1 for p in w.pods.get(a.name, ()) if ADMISSION_GATE in p.scheduling_gates
                         and p.phase not in ("Succeeded", "Failed"))
             labels = _node_selector(snapshot, a.flavors)
@@ -427,13 +427,6 @@ def _admission(w: Workload, chosen: Mapping[tuple[str, str], str], snapshot: Sna
     return tuple(out)
 
 
-def _held_admission(w: Workload) -> tuple[PodSetAssignment, ...]:
-    """The admission ``w`` holds from before this cycle, with its counts resolved."""
-    assert w.admission is not None
-    return tuple(PodSetAssignment(a.name, a.count if a.count >= 0 else w.admitted_count(a.name), a.flavors)
-                 for a in w.admission.pod_sets)
-
-
 def _preempting(decision: Decision, key: str) -> Reason:
     """Why ``key``, admitted in the decision, waits: the victims it counts on."""
     return make_reason("Preempting", clusterQueue=decision.cluster_queues.get(key),
@@ -488,7 +481,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                 actions.append(Action("complete-admission", w.key, w.key, {
                     "clusterQueue": w.admission.cluster_queue, "admissionChecks": [c.name for c in w.checks]}))
             if not w.multikueue:  # a MultiKueue workload's pods run in its worker: here they stay gated
-                actions += _ungate_actions(snapshot, w, _held_admission(w), pinned)
+                actions += _ungate_actions(snapshot, w, w.held_admission(), pinned)
         elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key], snapshot, pinned)
             details = {"clusterQueue": decision.cluster_queues.get(w.key), "podSets": [a.to_dict() for a in admission]}
@@ -579,7 +572,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
             waiting = _check_reasons(snapshot, w) if w.checks else ()
             already = () if waiting and waiting[0].code == "WaitingForAdmissionChecks" else (
                 make_reason("AlreadyAdmitted", clusterQueue=w.admission.cluster_queue or cq),)
-            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=_held_admission(w),
+            entries[w.key] = WorkloadEntry(**base, state="admitted", admission=w.held_admission(),
                 reasons=already + waiting + _remote_reasons(w) + w.kept_gated
                 + (unfit(w) if unfit is not None else ()),
                 reclaimable=w.succeeded() if w.origin != "workload" else (), admission_checks=w.checks,

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from .config import Config
 from .placement import node_classes
-from .plan import PodSetAssignment, WorkloadEntry
+from .plan import WorkloadEntry
 from .queues import entry_usage
 from .snapshot import WorkerView
 from .workloads import Workload, build_workloads
@@ -66,11 +66,9 @@ def worker_capacity(view: WorkerView, config: Config = Config(), asking: Sequenc
     for w in built.workloads:
         if w.admission is None or w.finished:
             continue
-        admission = tuple(PodSetAssignment(a.name, a.count if a.count >= 0 else w.admitted_count(a.name), a.flavors)
-                          for a in w.admission.pod_sets)
         entry = WorkloadEntry(name=w.key, queue=w.queue, cluster_queue=w.admission.cluster_queue,
                               priority=w.priority, state="admitted", origin=w.origin, pod_sets=w.requests,
-                              admission=admission)
+                              admission=w.held_admission())
         for key, amount in entry_usage(entry).items():
             held[w.admission.cluster_queue][key] += amount
     queues = {}

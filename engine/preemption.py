@@ -51,9 +51,7 @@ def _usage(w: Workload, flavors: Iterable[tuple[str, int, Mapping[str, str]]]) -
 
 def _held(w: Workload) -> dict[tuple[str, str], Fraction]:
     """What admitted ``w`` holds from before the cycle, by (flavor, resource)."""
-    assert w.admission is not None
-    return _usage(w, ((a.name, a.count if a.count >= 0 else w.admitted_count(a.name), a.flavors)
-                      for a in w.admission.pod_sets))
+    return _usage(w, ((a.name, a.count, a.flavors) for a in w.held_admission()))
 
 
 def _chosen(w: Workload, decision: Decision) -> dict[tuple[str, str], Fraction]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .config import Config
 from .errors import SnapshotError
 from .memo import Changes, Memo
-from .plan import PodSetRequest
+from .plan import PodSetAssignment, PodSetRequest
 from .quantity import common_divisor, format_quantity
 from .parsing import parse_yaml
 from .checks import admission_flavors, check_states, eviction, required_checks, retrying, multikueue_check
@@ -115,6 +115,13 @@ class Workload:
         count = spec if count < 0 else count
         succeeded = sum(1 for p in self.pods.get(pod_set, ()) if p.phase == "Succeeded")
         return max(0, count - max(succeeded, self.reclaimable.get(pod_set, 0)))
+
+    def held_admission(self) -> tuple[PodSetAssignment, ...]:
+        """The admission this workload holds from before the cycle, each pod set's count
+        resolved to the pods that still hold quota (:meth:`admitted_count` where it is unset)."""
+        assert self.admission is not None
+        return tuple(PodSetAssignment(a.name, a.count if a.count >= 0 else self.admitted_count(a.name), a.flavors)
+                     for a in self.admission.pod_sets)
 
     def succeeded(self) -> tuple[tuple[str, int], ...]:
         """(pod set, succeeded pods) of each pod set with some: its reclaimable pods."""
