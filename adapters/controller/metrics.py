@@ -47,15 +47,19 @@ _ROUND_BUCKETS = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0)
 class CycleTally:
     """What one cycle decided and what its apply wrote, counted once for metrics and logs.
 
-    ``admitted`` and ``evicted`` are the plan's decisions (workload -> ClusterQueue, and
-    workload -> (ClusterQueue, Kueue eviction reason)); the ``*_written`` sets are those the
-    apply actually recorded in the cluster. ``ungated`` and ``rejected`` count Pods written.
+    ``reserved``, ``admitted`` and ``evicted`` are the plan's decisions (workload -> ClusterQueue,
+    and workload -> (ClusterQueue, Kueue eviction reason)): a workload with admission checks has
+    its quota reserved in one cycle and is admitted in a later one, when every check is Ready;
+    without checks both happen at once. The ``*_written`` sets are those the apply actually
+    recorded in the cluster. ``ungated`` and ``rejected`` count Pods written.
     """
 
     outcome: str
+    reserved: dict[str, str] = field(default_factory=dict)
+    reserved_written: set[str] = field(default_factory=set)
     admitted: dict[str, str] = field(default_factory=dict)
     admitted_written: set[str] = field(default_factory=set)
-    created: dict[str, float] = field(default_factory=dict)  # admitted workload -> creation (epoch seconds)
+    created: dict[str, float] = field(default_factory=dict)  # reserved or admitted workload -> creation (epoch s)
     evicted: dict[str, tuple[str, str]] = field(default_factory=dict)
     evicted_written: set[str] = field(default_factory=set)
     pending: Tally[str] = field(default_factory=Tally)  # ClusterQueue -> pending workloads ("active")
@@ -101,13 +105,18 @@ def tally_cycle(result: Any) -> CycleTally:
     plan, applied = result.plan, result.applied
     if plan is not None:
         for action in plan.actions:
+            cq = action.details.get("clusterQueue") or ""
             if action.kind == "admit":
-                counted.admitted[action.target] = action.details.get("clusterQueue") or ""
+                counted.reserved[action.target] = cq
+                if not action.details.get("admissionChecks"):
+                    counted.admitted[action.target] = cq
+            elif action.kind == "complete-admission":
+                counted.admitted[action.target] = cq
             elif action.kind == "preempt":
                 counted.evicted[action.target] = (_evicted_from(result.snapshot, action),
                                                   _EVICTED_BY.get(action.details["reason"]["code"], "Preempted"))
         for entry in plan.workloads:
-            if entry.name in counted.admitted:
+            if entry.name in counted.admitted or entry.name in counted.reserved:
                 created = _created(result.snapshot, entry)
                 if created is not None:
                     counted.created[entry.name] = created
@@ -131,7 +140,11 @@ def tally_cycle(result: Any) -> CycleTally:
                 counted.ungated += 1
             elif verb == "delete" and kind == "Pod" and name in excess:
                 counted.rejected += 1
-            elif verb == "status" and kind == "Workload" and name in counted.admitted:
+            elif verb == "status" and kind == "Workload" and name in counted.reserved:
+                counted.reserved_written.add(name)
+                if name in counted.admitted:
+                    counted.admitted_written.add(name)
+            elif verb == "admit" and kind == "Workload" and name in counted.admitted:
                 counted.admitted_written.add(name)
             elif verb == "preempt" and kind == "Workload":
                 counted.evicted_written.add(name)
@@ -172,8 +185,14 @@ class Metrics:
         self.admitted_active = Gauge("clueue_admitted_active_workloads",
                                      "Admitted workloads that have not finished, per ClusterQueue.",
                                      ["cluster_queue"], registry=r)
-        self.admitted = Counter("clueue_admitted_workloads", "Workloads admitted (admission written), per ClusterQueue.",
+        self.reserved = Counter("clueue_quota_reserved_workloads",
+                                "Workloads whose quota was reserved (admission written), per ClusterQueue.",
                                 ["cluster_queue"], registry=r)
+        self.reserved_wait = Histogram("clueue_quota_reserved_wait_time_seconds",
+                                       "Seconds from a workload's creation to the cycle that reserved its quota, "
+                                       "per ClusterQueue.", ["cluster_queue"], buckets=_WAIT_BUCKETS, registry=r)
+        self.admitted = Counter("clueue_admitted_workloads", "Workloads admitted (quota reserved and every admission "
+                                "check Ready), per ClusterQueue.", ["cluster_queue"], registry=r)
         self.evicted = Counter("clueue_evicted_workloads", "Workloads evicted, per ClusterQueue and Kueue reason.",
                                ["cluster_queue", "reason"], registry=r)
         self.wait = Histogram("clueue_admission_wait_time_seconds",
@@ -274,11 +293,13 @@ class Metrics:
             self._queues(result.snapshot, plan, counted)
         self.pods_ungated(counted.ungated)
         self.pods_rejected(counted.rejected)
-        for key in sorted(counted.admitted_written):
-            cq = counted.admitted[key]
-            self.admitted.labels(cq).inc()
-            if key in counted.created:
-                self.wait.labels(cq).observe(max(0.0, result.started - counted.created[key]))
+        for written, decided, counter, wait in ((counted.reserved_written, counted.reserved, self.reserved,
+                                                 self.reserved_wait),
+                                                (counted.admitted_written, counted.admitted, self.admitted, self.wait)):
+            for key in sorted(written):
+                counter.labels(decided[key]).inc()
+                if key in counted.created:
+                    wait.labels(decided[key]).observe(max(0.0, result.started - counted.created[key]))
         for key in sorted(counted.evicted_written & counted.evicted.keys()):
             self.evicted.labels(*counted.evicted[key]).inc()
         if result.applied is not None:

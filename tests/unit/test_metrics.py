@@ -169,3 +169,24 @@ def test_render_is_parseable_text_exposition() -> None:
     assert families["clueue_admitted_workloads"].type == "counter"
     assert families["clueue_admission_wait_time_seconds"].type == "histogram"
     assert all(name.startswith("clueue_") for name in families)
+
+
+def test_a_reservation_awaiting_admission_checks_is_counted_admitted_only_once_every_check_is_ready() -> None:
+    """Kueue's two counters: quota reserved when the admission is written, admitted when every
+    admission check is Ready (a later cycle's ``complete-admission``)."""
+    from tests.scenarios.test_admission_checks import BASE, check, checked_queue, reserved
+
+    m = Metrics()
+    m.record_cycle(cycle(BASE, checked_queue("prov"), check("prov"), pod("p", minute=1),
+                         writes=["create Workload default/pod-p", "status Workload default/pod-p"]))
+    assert value(m, "clueue_quota_reserved_workloads_total", cluster_queue="cq") == 1
+    assert value(m, "clueue_quota_reserved_wait_time_seconds_sum", cluster_queue="cq") == 540
+    assert value(m, "clueue_admitted_workloads_total", cluster_queue="cq") is None
+
+    m.record_cycle(cycle(BASE, checked_queue("prov"), check("prov"), reserved("pod-p", {"prov": "Ready"}),
+                         pod("p", minute=1),
+                         writes=["admit Workload default/pod-p: every admission check is Ready",
+                                 "ungate Pod default/p"]))
+    assert value(m, "clueue_quota_reserved_workloads_total", cluster_queue="cq") == 1
+    assert value(m, "clueue_admitted_workloads_total", cluster_queue="cq") == 1
+    assert value(m, "clueue_admission_wait_time_seconds_sum", cluster_queue="cq") == 540
