@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
+from .admission_usage import next_sample
 from .checks import pod_set_changes, ready, required_checks
 from .compiler import Compiled, Units, compile_facts, resource_units
 from .config import Config
@@ -277,7 +278,12 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
     )
     return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries,
-                wake_at=wake_at)
+                wake_at=_earliest(wake_at, next_sample(snapshot, now) if now is not None else None), decided_at=now)
+
+
+def _earliest(*times: int | None) -> int | None:
+    """The earliest of ``times`` that are set (None: none is)."""
+    return min((t for t in times if t is not None), default=None)
 
 
 def _dispatch(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decision, policy: Policy,

@@ -31,11 +31,14 @@ from .facts import Node
 from .config import Config
 from .kueueconfig import KUEUE_CONFIG_MAP, KueueSettings, effective_settings
 from .objects import ResourceGroup
+from .quantity import parse_quantity
+from .queues import FlavorUsage
 from .snapshot import Snapshot
 from .workloads import Workload
 
 __all__ = ["ShareTree", "SCALE", "FINITE_CAP", "INFINITE", "fair_sharing_facts", "share_value", "lq_usage",
-           "reorders", "with_settings", "PreemptionShares"]
+           "reorders", "with_settings", "PreemptionShares", "MAX_WEIGHTED_SHARE", "status_share", "status_shares",
+           "held_quota"]
 
 #: Shares are counted in parts per million of what the parent can lend.
 SCALE = 10**6
@@ -43,6 +46,8 @@ SCALE = 10**6
 FINITE_CAP = 2**28 - 1
 #: The share of a node of weight 0 that borrows starts here: above every finite share.
 INFINITE = 2**29
+#: Kueue's ``weightedShare`` of a node of weight 0 that borrows: the largest int64.
+MAX_WEIGHTED_SHARE = 2**63 - 1
 
 FlavorResource = tuple[str, str]
 Usage = Mapping[FlavorResource, Fraction]
@@ -89,10 +94,15 @@ class ShareTree:
         for n in self.nodes:
             self._subtree(n)
         self.usage: dict[Node, dict[FlavorResource, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-        for w in admitted:
-            if w.admission is not None and Node("cq", w.admission.cluster_queue) in self.nodes:
-                self._add(Node("cq", w.admission.cluster_queue), held_usage(w), self.usage)
         self._lendable: dict[Node, dict[str, Fraction]] = {}
+        for w in admitted:
+            if w.admission is not None:
+                self.hold(w.admission.cluster_queue, held_usage(w))
+
+    def hold(self, cluster_queue: str, usage: Usage) -> None:
+        """Count ``usage`` as held in ``cluster_queue`` (ignored if the queue is unknown)."""
+        if Node("cq", cluster_queue) in self.nodes:
+            self._add(Node("cq", cluster_queue), usage, self.usage)
 
     def _subtree(self, n: Node) -> dict[FlavorResource, Fraction]:
         """Kueue's SubtreeQuota: a node's nominal quota plus what its children do not keep."""
@@ -177,6 +187,31 @@ class ShareTree:
         lendable = self.lendable(v.parent)
         ratio = max((b / lendable[r] for r, b in borrowed.items() if lendable.get(r, 0) > 0), default=Fraction(0))
         return share_value(True, ratio, v.weight)
+
+
+def status_share(share: int) -> int:
+    """Kueue's ``status.fairSharing.weightedShare`` for an integer share (parts per million):
+    the same in parts per thousand, rounded up; the largest int64 for a zero-weight borrower.
+
+    >>> status_share(250_000), status_share(1), status_share(0), status_share(INFINITE + 5)
+    (250, 1, 0, 9223372036854775807)
+    """
+    return MAX_WEIGHTED_SHARE if share >= INFINITE else -(-share // (SCALE // 1000))
+
+
+def status_shares(snapshot: Snapshot, held: Mapping[str, Usage]) -> dict[Node, int]:
+    """Every ClusterQueue's and Cohort's ``weightedShare`` (:func:`status_share`) when the
+    ClusterQueues hold ``held`` (name -> (flavor, resource) -> amount): the status Kueue writes
+    under fair sharing, from the same shares the policy compares."""
+    tree = ShareTree(snapshot, ())
+    for cq, usage in held.items():
+        tree.hold(cq, usage)
+    return {n: status_share(tree.share(n)) for n in tree.nodes}
+
+
+def held_quota(flavors: Iterable[FlavorUsage]) -> dict[FlavorResource, Fraction]:
+    """A queue status's per-flavor amounts (``flavorsReservation``, ``flavorsUsage``) as numbers."""
+    return {(f.name, r.name): parse_quantity(r.total) for f in flavors for r in f.resources}
 
 
 def _node(parent: Node | None, weight: Fraction, groups: Iterable[ResourceGroup]) -> _Node:

@@ -334,6 +334,8 @@ class LocalQueue:
     fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight: admission fair sharing (docs/fair-sharing.md)
     # status.fairSharing.admissionFairSharingStatus.consumedResources: the usage it consumed (decayed)
     consumed: Resources = field(default_factory=dict)
+    # ...and its lastUpdate (seconds since the epoch; 0: no such status): engine/admission_usage.py
+    consumed_at: int = 0
 
     @property
     def stopped(self) -> bool:

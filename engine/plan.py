@@ -269,8 +269,12 @@ class Plan:
     rejected: tuple[Rejected, ...] = ()  # objects of a live snapshot left out as malformed
     dispatch: tuple[DispatchEntry, ...] = ()  # workloads dispatched to MultiKueue's workers
     # when a cycle is due though nothing changes: a waitForPodsReady timeout or back-off ends
-    # (epoch seconds; None: none). podsready.py
+    # (epoch seconds; None: none). podsready.py; or admission fair sharing's next usage sample
+    # (admission_usage.py)
     wake_at: int | None = None
+    # the time the cycle decided at (epoch seconds; None: not given): the queue status written
+    # after it samples admission fair sharing's usage then (admission_usage.py)
+    decided_at: int | None = None
 
     def workload(self, name: str) -> WorkloadEntry:
         """The entry for ``namespace/name`` (or a unique bare ``name``).

@@ -872,7 +872,8 @@ def _local_queue(f: Fields) -> LocalQueue:
         raise f.fail("spec.clusterQueue", "the name of a ClusterQueue is required")
     usage = "status.fairSharing.admissionFairSharingStatus"
     return LocalQueue(f.namespace, f.name, cq, _choice(f, "spec.stopPolicy", STOP_POLICIES), _fair_weight(f),
-                      f.resources(f"{usage}.consumedResources", f.get(f"{usage}.consumedResources")))
+                      f.resources(f"{usage}.consumedResources", f.get(f"{usage}.consumedResources")),
+                      f.timestamp(f"{usage}.lastUpdate", f.get(f"{usage}.lastUpdate")))
 
 
 def _value(f: Fields, path: str = "value") -> int:

@@ -17,6 +17,7 @@ from typing import Callable
 from kubernetes import client
 
 from clueue.engine import Config, Document, Plan, Policy, Snapshot, WorkloadEntry
+from clueue.engine.fairsharing import with_settings
 from clueue.engine.guard import guarded_cycle
 from clueue.engine.memo import Memo
 from clueue.engine.overcommit import over_quota
@@ -97,7 +98,7 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                              fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
                              workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
-            applied.writes += write_queue_status(api, snapshot, plan, version=version,
+            applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors)
             group_writes, next_due = write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,
                                                            fence=lease.fence if lease else None)  # podgroup_status.py

@@ -2,9 +2,17 @@
 
 A queue's status is written only when it differs from the one recorded, ignoring the time of
 its ``Active`` condition (which moves only when the condition's status does): a cycle that
-changes nothing writes no status. Fields clueue does not compute (``fairSharing``, ...) are
-kept as they are. A LocalQueue's admitted usage is written under both of its names,
+changes nothing writes no status. Fields clueue does not compute (the deprecated ``flavors``,
+...) are kept as they are. A LocalQueue's admitted usage is written under both of its names,
 ``flavorUsage`` (v1beta1) and ``flavorsUsage`` (v1beta2): see engine/queues.py.
+
+**Fair sharing** (docs/queue-status.md): with Kueue's fair sharing on, a ClusterQueue's and a
+Cohort's ``status.fairSharing.weightedShare`` is the share the policy compares
+(engine/fairsharing.py), in Kueue's unit; with it off, their ``fairSharing`` is removed, as
+Kueue does. With admission fair sharing on, each LocalQueue's
+``status.fairSharing.admissionFairSharingStatus`` (``consumedResources``, ``lastUpdate``) is
+sampled every ``usageSamplingInterval`` at the plan's time (engine/admission_usage.py), beside
+``weightedShare: 0`` (Kueue computes no share for a LocalQueue); between samples it is left as it is.
 
 Every write is fenced by the decider lease, as apply.py's are, and retried from a fresh read
 on a conflict.
@@ -17,8 +25,12 @@ from typing import Any, Callable
 from kubernetes import client
 
 from clueue.engine import Plan, Snapshot
+from clueue.engine.admission_usage import ConsumedUsage, admitted_usage, consumed_updates
+from clueue.engine.facts import Node
+from clueue.engine.fairsharing import held_quota, status_shares
+from clueue.engine.podgroups import rfc3339
 from clueue.engine.quantity import format_quantity, parse_quantity
-from clueue.engine.queues import queue_statuses
+from clueue.engine.queues import Condition, QueueStatuses, queue_statuses
 
 from .apply import MANAGER, _conditions
 from .kinds import KUEUE_GROUP
@@ -46,20 +58,64 @@ def _quantity(value: Any) -> Any:
         return value
 
 
-def _wanted(old: dict[str, Any], fields: dict[str, Any], active: Any) -> dict[str, Any] | None:
-    """The status with ``fields`` and the ``Active`` condition set; None if it is so already."""
-    conditions = _conditions(list(old.get("conditions") or []),
-                             [(active.type, active.status, active.reason, active.message)])
-    new = {**old, **fields, "conditions": conditions}
+#: How a queue's ``status.fairSharing`` changes, given the one recorded ({} if none): the new
+#: one, or None to remove it.
+FairChange = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+
+
+def _wanted(old: dict[str, Any], fields: dict[str, Any], active: Condition | None,
+            fair: FairChange | None) -> dict[str, Any] | None:
+    """The status with ``fields``, the ``Active`` condition (if any) and ``fair`` (if any)
+    applied; None if it is so already."""
+    new = {**old, **fields}
+    if active is not None:
+        new["conditions"] = _conditions(list(old.get("conditions") or []),
+                                        [(active.type, active.status, active.reason, active.message)])
+    if fair is not None:
+        sharing = fair(dict(old.get("fairSharing") or {}))
+        if sharing is None:
+            new.pop("fairSharing", None)
+        else:
+            new["fairSharing"] = sharing
     return None if _canonical(new) == _canonical(old) else new
+
+
+def _share(value: int | None) -> FairChange:
+    """A ClusterQueue's or Cohort's fairSharing with ``weightedShare`` ``value`` (None: fair
+    sharing is off, and Kueue removes the field)."""
+    return lambda old: None if value is None else {**old, "weightedShare": value}
+
+
+def _consumed(update: ConsumedUsage | None) -> FairChange | None:
+    """A LocalQueue's fairSharing with the consumed usage sampled now (None: left as it is)."""
+    if update is None:
+        return None
+    consumed = {"consumedResources": {r: format_quantity(q) for r, q in sorted(update.resources.items())},
+                "lastUpdate": rfc3339(update.last_update)}
+    return lambda old: {**old, "weightedShare": old.get("weightedShare", 0), "admissionFairSharingStatus": consumed}
+
+
+def _fair_sharing(snapshot: Snapshot, plan: Plan, statuses: QueueStatuses
+                  ) -> tuple[dict[Node, int] | None, dict[str, ConsumedUsage]]:
+    """Every ClusterQueue's and Cohort's weightedShare as the plan leaves them (None: fair
+    sharing is off), and the LocalQueues' consumed usage due at the plan's time."""
+    settings = snapshot.kueue_settings
+    shares = None
+    if settings.fair_sharing is not None:
+        shares = status_shares(snapshot, {name: held_quota(cq.flavors_reservation)
+                                          for name, cq in statuses.cluster_queues.items()})
+    consumed = {} if plan.decided_at is None else consumed_updates(snapshot, admitted_usage(statuses), plan.decided_at)
+    return shares, consumed
 
 
 def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, version: str,
                        fence: Callable[[], None] | None = None, dry_run: bool = False,
                        errors: list[str] | None = None) -> list[str]:
-    """Write the status of every ClusterQueue and LocalQueue of ``snapshot`` that differs from
-    what ``plan`` leaves (see the module docstring); ``version`` is the served kueue.x-k8s.io
-    version. Returns the writes done (``status ClusterQueue NAME``, ``status LocalQueue NS/NAME``).
+    """Write the status of every ClusterQueue, Cohort and LocalQueue of ``snapshot`` that differs
+    from what ``plan`` leaves (see the module docstring); ``snapshot`` holds the fair sharing
+    sections in effect (:func:`~clueue.engine.fairsharing.with_settings`); ``version`` is the
+    served kueue.x-k8s.io version. Returns the writes done (``status ClusterQueue NAME``,
+    ``status Cohort NAME``, ``status LocalQueue NS/NAME``).
 
     With ``errors``, a write the API server refuses is recorded there and the others go on, and
     an unavailable server or a lost lease (``fence``) is recorded there and ends the writing, as
@@ -73,19 +129,28 @@ def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *,
     dry = {"dry_run": "All"} if dry_run else {}
     writer = _Writer(api, fence or (lambda: None), errors)
     statuses = queue_statuses(snapshot, plan)
+    shares, consumed = _fair_sharing(snapshot, plan, statuses)
     try:
         for name, cq in statuses.cluster_queues.items():
             writer.write(f"ClusterQueue {name}", cq.to_dict(), cq.active,
                          lambda n=name: custom.get_cluster_custom_object(KUEUE_GROUP, version, "clusterqueues", n),
                          lambda obj, n=name: custom.replace_cluster_custom_object_status(
-                             KUEUE_GROUP, version, "clusterqueues", n, obj, field_manager=MANAGER, **dry))
+                             KUEUE_GROUP, version, "clusterqueues", n, obj, field_manager=MANAGER, **dry),
+                         _share(None if shares is None else shares.get(Node("cq", name), 0)))
+        for name in sorted(snapshot.cohorts):
+            writer.write(f"Cohort {name}", {}, None,
+                         lambda n=name: custom.get_cluster_custom_object(KUEUE_GROUP, version, "cohorts", n),
+                         lambda obj, n=name: custom.replace_cluster_custom_object_status(
+                             KUEUE_GROUP, version, "cohorts", n, obj, field_manager=MANAGER, **dry),
+                         _share(None if shares is None else shares.get(Node("cohort", name), 0)))
         for key, lq in statuses.local_queues.items():
             writer.write(f"LocalQueue {key}", lq.to_dict(), lq.active,
                          lambda q=lq: custom.get_namespaced_custom_object(
                              KUEUE_GROUP, version, q.namespace, "localqueues", q.name),
                          lambda obj, q=lq: custom.replace_namespaced_custom_object_status(
                              KUEUE_GROUP, version, q.namespace, "localqueues", q.name, obj, field_manager=MANAGER,
-                             **dry))
+                             **dry),
+                         _consumed(consumed.get(key)))
     except (ClusterUnavailable, LeaseLost) as e:
         if errors is None:
             raise
@@ -106,10 +171,10 @@ class _Writer:
             return write()
         return call(once)
 
-    def write(self, label: str, fields: dict[str, Any], active: Any,
-              read: Callable[[], Any], replace: Callable[[Any], Any]) -> None:
+    def write(self, label: str, fields: dict[str, Any], active: Condition | None,
+              read: Callable[[], Any], replace: Callable[[Any], Any], fair: FairChange | None = None) -> None:
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
-            wanted = _wanted(obj.get("status") or {}, fields, active)
+            wanted = _wanted(obj.get("status") or {}, fields, active, fair)
             return None if wanted is None else {**obj, "status": wanted}
 
         def attempt() -> None:

@@ -1,0 +1,123 @@
+"""Fair sharing's queue status against a real kube-apiserver (docs/queue-status.md): with fair
+sharing on, ClusterQueues and Cohorts get ``status.fairSharing.weightedShare`` as Kueue reports
+it, removed again when it is off; with admission fair sharing on, each LocalQueue's
+``status.fairSharing.admissionFairSharingStatus`` is sampled every usageSamplingInterval with
+its half-life decay, and what is written is what the next cycle orders by. Each cycle runs at a
+chosen time (the engine takes ``now`` from its caller), so the test waits for no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from clueue.adapters.kube.decide import Decided, decide_and_apply
+from clueue.engine import Config, run_cycle
+from clueue.engine.config import AdmissionFairSharing, FairSharing
+from tests.e2e.test_adapter import KUEUE, create, tag
+from tests.e2e.test_plain_pods_live import POLICY, only
+from tests.testenv.control_plane import ControlPlane
+
+GROUP = "kueue.x-k8s.io"
+HOUR = 3600
+FAIR = Config(fair_sharing=FairSharing(),
+              admission_fair_sharing=AdmissionFairSharing(half_life_seconds=HOUR, sampling_seconds=300))
+
+
+@pytest.fixture
+def live(kube: ControlPlane) -> Iterator[client.ApiClient]:
+    with kube.api_client() as api:
+        yield api
+
+
+def cycle_at(api: client.ApiClient, ns: str, now: int, config: Config = FAIR) -> Decided:
+    """One controller cycle over namespace ``ns`` at time ``now``."""
+    done = decide_and_apply(api, POLICY, config, lease_namespace=ns,
+                            decide=lambda s: run_cycle(only(ns, s), POLICY, config, now=now))
+    assert not done.applied.errors, done.applied.errors
+    return done
+
+
+def stamp(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def setup(api: client.ApiClient, t: str) -> str:
+    """Cohort co-T of ClusterQueues a-T (2 cpu, admission fair sharing between LocalQueues x
+    and y) and b-T (6 cpu, lends them)."""
+    ns = f"ns-{t}"
+    create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{t}"}, "spec": {}})
+    create(api, {"apiVersion": KUEUE, "kind": "Cohort", "metadata": {"name": f"co-{t}"}, "spec": {}})
+    for name, nominal in (("a", 2), ("b", 6)):
+        spec: dict[str, Any] = {"namespaceSelector": {}, "cohort": f"co-{t}", "resourceGroups": [{
+            "coveredResources": ["cpu"], "flavors": [{"name": f"fl-{t}", "resources": [
+                {"name": "cpu", "nominalQuota": nominal}]}]}]}
+        if name == "a":
+            spec["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+        create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"{name}-{t}"}, "spec": spec})
+    for lq in ("x", "y"):
+        create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": lq, "namespace": ns},
+                     "spec": {"clusterQueue": f"a-{t}"}})
+    return ns
+
+
+def job(ns: str, name: str, queue: str, cpu: str) -> dict[str, Any]:
+    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": {"name": name, "namespace": ns},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}}
+
+
+def status(api: client.ApiClient, plural: str, name: str, ns: str | None = None) -> dict[str, Any]:
+    objects = client.CustomObjectsApi(api)
+    obj = objects.get_namespaced_custom_object(GROUP, "v1beta1", ns, plural, name) if ns \
+        else objects.get_cluster_custom_object(GROUP, "v1beta1", plural, name)
+    return obj.get("status") or {}
+
+
+def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.ApiClient) -> None:
+    t = tag()
+    ns = setup(live, t)
+    create(live, job(ns, "x1", "x", "4"))
+    start = int(datetime.now(timezone.utc).timestamp())
+
+    first = cycle_at(live, ns, start)
+    assert first.plan is not None and first.plan.workload(f"{ns}/x1").state == "admitted"
+    # a borrows 2 of the 8 cpu its cohort can lend: 0.25, Kueue's 250; b and the root: 0
+    assert status(live, "clusterqueues", f"a-{t}")["fairSharing"] == {"weightedShare": 250}
+    assert status(live, "clusterqueues", f"b-{t}")["fairSharing"] == {"weightedShare": 0}
+    assert status(live, "cohorts", f"co-{t}")["fairSharing"] == {"weightedShare": 0}
+    # the first sample starts from nothing, stamped at the cycle's time; the next is due an interval on
+    x = status(live, "localqueues", "x", ns)["fairSharing"]
+    assert x == {"weightedShare": 0, "admissionFairSharingStatus": {"consumedResources": {}, "lastUpdate": stamp(start)}}
+    assert first.next_due == start + 300
+
+    # within the interval: nothing sampled, nothing written for the queues
+    quiet = cycle_at(live, ns, start + 60)
+    assert not [w for w in quiet.applied.writes if w.startswith("status") and t in w], quiet.applied.writes
+
+    # a half-life on: x's consumption is halfway to the 4 cpu it holds; y's stays empty
+    later = cycle_at(live, ns, start + HOUR)
+    assert f"status LocalQueue {ns}/x" in later.applied.writes
+    x = status(live, "localqueues", "x", ns)["fairSharing"]["admissionFairSharingStatus"]
+    assert x == {"consumedResources": {"cpu": "2"}, "lastUpdate": stamp(start + HOUR)}
+    assert status(live, "localqueues", "y", ns)["fairSharing"]["admissionFairSharingStatus"]["consumedResources"] == {}
+
+    # the next cycle orders by what was written: y's workload goes before x's, though x's is older
+    create(live, job(ns, "x2", "x", "2"))
+    create(live, job(ns, "y1", "y", "2"))
+    ordered = cycle_at(live, ns, start + HOUR + 60)
+    assert ordered.plan is not None
+    ranks = {w.name: w.rank for w in ordered.plan.workloads if w.rank is not None}
+    assert ranks[f"{ns}/y1"] < ranks[f"{ns}/x2"]
+
+    # fair sharing off: the shares are removed, as Kueue removes them; the consumed usage stays
+    cycle_at(live, ns, start + HOUR + 120, Config())
+    assert "fairSharing" not in status(live, "clusterqueues", f"a-{t}")
+    assert "fairSharing" not in status(live, "cohorts", f"co-{t}")
+    assert status(live, "localqueues", "x", ns)["fairSharing"]["admissionFairSharingStatus"]["consumedResources"] == {
+        "cpu": "2"}
