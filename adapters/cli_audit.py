@@ -208,7 +208,13 @@ def replay(cycle: int, policies: tuple[str, ...], exit_code: bool, db: str | Non
                        f"recorded {record['snapshotDigest']}", err=True)
         click.echo(render_diff([result.diff], f"cycle {cycle} as recorded ({record['time']})", f"replayed under {label}"),
                    nl=False)
+        if result.nominations:
+            click.echo(f"\n{len(result.nominations)} dispatched workload(s) nominated to other workers:")
+            for c in result.nominations:
+                click.echo(f"  {c.workload}  - {', '.join(c.recorded) or '(none)'}  + {', '.join(c.replayed) or '(none)'}")
     else:
-        click.echo(dump(diff_document([result.diff], base, new), fmt), nl=False)
-    if exit_code and result.diff.changes:
+        document = diff_document([result.diff], base, new)
+        document["nominations"] = [c.to_dict() for c in result.nominations]
+        click.echo(dump(document, fmt), nl=False)
+    if exit_code and (result.diff.changes or result.nominations):
         sys.exit(1)

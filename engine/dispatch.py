@@ -110,15 +110,15 @@ def run_dispatch(snapshot: Snapshot, targets: list[DispatchTarget], policy: Poli
                  now: int | None, budget: float) -> Dispatch:
     """Nominate workers for ``targets`` (in rank order) with the configured dispatcher.
 
-    ``now`` (seconds since the epoch, from the adapter) times Incremental's rounds; None
-    counts every workload in its first round.
+    ``now`` (seconds since the epoch, from the adapter) times Incremental's rounds (None
+    counts every workload in its first round) and the workers' views' ages.
     """
     settings = config.multikueue
     if not targets or settings.dispatcher_name not in (OPTIMIZED, ALL_AT_ONCE, INCREMENTAL):
         return Dispatch()
     if settings.dispatcher_name == OPTIMIZED:
         asking = [t.workload for t in targets]
-        capacities = {name: worker_capacity(view, config, asking) for name, view in snapshot.workers.items()}
+        capacities = {name: worker_capacity(view, config, asking, now=now) for name, view in snapshot.workers.items()}
         chosen = _optimized(targets, snapshot, capacities, policy, config, budget)
     else:
         active = {name for name, c in snapshot.multikueue_clusters.items() if c.active}

@@ -44,7 +44,7 @@ class WorkerCapacity:
     """What one worker has room for, as far as its objects tell."""
 
     name: str
-    age: int  # seconds since the view was read
+    age: int  # seconds since the view was read, at the cycle's time
     local_queues: Mapping[str, str]  # "namespace/name" of a LocalQueue -> its ClusterQueue
     queues: Mapping[str, QueueRoom]  # ClusterQueue name -> its room
     # resource -> (free on all schedulable nodes, free on the roomiest node); empty without Nodes
@@ -57,9 +57,11 @@ class WorkerCapacity:
         return self.queues.get(cq) if cq is not None else None
 
 
-def worker_capacity(view: WorkerView, config: Config = Config(), asking: Sequence[Workload] = ()) -> WorkerCapacity:
+def worker_capacity(view: WorkerView, config: Config = Config(), asking: Sequence[Workload] = (), *,
+                    now: int | None = None) -> WorkerCapacity:
     """The room of worker ``view``: free quota per ClusterQueue, and free node capacity of the
-    resources its own workloads and ``asking`` (those to dispatch) request."""
+    resources its own workloads and ``asking`` (those to dispatch) request; its age at ``now``
+    (epoch seconds, the cycle's: :meth:`WorkerView.age_at`)."""
     snapshot = view.snapshot
     built = build_workloads(snapshot, config)
     held: dict[str, dict[tuple[str, str], Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -83,7 +85,7 @@ def worker_capacity(view: WorkerView, config: Config = Config(), asking: Sequenc
             for r, amount in c.free.items():
                 total, largest = nodes.get(r, (Fraction(0), Fraction(0)))
                 nodes[r] = (total + amount * len(c.nodes), max(largest, amount))
-    return WorkerCapacity(view.name, view.age,
+    return WorkerCapacity(view.name, view.age_at(now),
                           {key: lq.cluster_queue for key, lq in snapshot.local_queues.items() if not lq.stopped},
                           queues, nodes)
 

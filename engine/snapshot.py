@@ -137,12 +137,31 @@ def _object_hash(obj: object) -> int:
 @dataclass(frozen=True)
 class WorkerView:
     """One worker cluster of MultiKueue as the manager last read it (docs/dispatch.md): its own
-    queues, quotas, workloads and nodes, ``age`` seconds ago. Which workers exist and whether
-    they are Active is told by the manager's MultiKueueCluster objects."""
+    queues, quotas, workloads and nodes, as last heard from at ``observed_at`` (epoch seconds;
+    a controller's watch-fed view) or ``age`` seconds before any cycle (a snapshot from files).
+    Which workers exist and whether they are Active is told by the manager's MultiKueueCluster
+    objects.
+
+    The view holds the time it was observed, not its age at a cycle: the age changes every
+    second, so a view holding it would change the snapshot's digest (and a decision log's
+    record of it) every cycle while nothing changed. The cycle's ``now`` gives the age
+    (:meth:`age_at`)."""
 
     name: str
     snapshot: Snapshot
-    age: int = 0  # seconds since it was read
+    age: int = 0  # seconds since it was read, when no observed_at tells it
+    observed_at: float | None = None  # epoch seconds the worker was last heard from
+
+    def age_at(self, now: int | None) -> int:
+        """Seconds since the view was observed, at ``now`` (epoch seconds); ``age`` when the
+        view has no observation time or no ``now`` is given.
+
+        >>> WorkerView("w1", Snapshot(), observed_at=1000.5).age_at(1030)
+        29
+        """
+        if self.observed_at is None or now is None:
+            return self.age
+        return max(0, int(now - self.observed_at))
 
 
 _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_classes", "flavors",

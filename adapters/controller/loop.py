@@ -74,13 +74,17 @@ class CycleResult:
     the wall-clock time the cycle began (epoch seconds). ``error`` is set when the cycle failed,
     and then ``plan`` and ``applied`` are None. ``next_due`` is when the next PodGroup schedule
     timeout or back-off ends (epoch seconds; None: none), the loop's next cycle at the latest.
-    ``documents`` are the objects the snapshot was built from, kept only for a decision log
-    (``Controller.keep_documents``).
+    ``documents`` are the objects the snapshot was built from, and ``worker_documents`` those
+    of each MultiKueue worker's view, kept only for a decision log (``Controller.keep_documents``).
+    ``now`` is the time the cycle decided at (epoch seconds: its clock for timeouts and the
+    workers' views' ages), None if it decided nothing.
     """
 
     started: float
     snapshot: Snapshot | None = None
     documents: list[Document] | None = None
+    worker_documents: dict[str, list[Document]] | None = None
+    now: int | None = None
     plan: Plan | None = None
     applied: ApplyResult | None = None
     phases: dict[str, float] = field(default_factory=lambda: {"snapshot": 0.0, "decide": 0.0, "apply": 0.0})
@@ -234,8 +238,12 @@ class Controller:
         self.expectation_timeout = expectation_timeout
         self.shutdown_grace = shutdown_grace
         self.keep_documents = keep_documents  # a decision log observer records each cycle's objects
-        # MultiKueue's workers as last read (adapters/kube/dispatch_workers.py), for dispatch
-        self.workers: Callable[[], Mapping[str, WorkerView]] = dict
+        # MultiKueue's workers as last read (adapters/kube/dispatch_workers.py), for dispatch;
+        # called with a dict to fill with each view's documents when they are kept
+        self.workers: Callable[[dict[str, list[Document]] | None], Mapping[str, WorkerView]] = lambda read: {}
+        # called before the decider lease is given back (stop, leadership lost): a decision log
+        # writes what it holds, so that the next decider's cycles come after this one's
+        self.before_release: list[Callable[[], None]] = []
         self.session = Session(policy, config)
         self._memo = Memo()  # for the over-quota check, kept across cycles as the session keeps its own
         # Writes that inform and decide nothing are paced across cycles, so that a backlog's
@@ -370,6 +378,11 @@ class Controller:
         lease, self.lease = self.lease, None
         if lease is None:
             return
+        for hook in self.before_release:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - the lease is released all the same
+                log.exception("before releasing the decider lease")
         try:
             lease.release()
             log.info("released the decider lease %s/%s", lease.namespace, lease.name)
@@ -396,18 +409,19 @@ class Controller:
 
         def read() -> Snapshot:
             if self.keep_documents:
-                result.documents = []
+                result.documents, result.worker_documents = [], {}
                 result.snapshot = self.cache.snapshot(result.documents)
             else:
                 result.snapshot = self.cache.snapshot()
-            workers = self.workers() if result.snapshot.multikueue_configs else {}
+            workers = self.workers(result.worker_documents) if result.snapshot.multikueue_configs else {}
             if workers:
                 result.snapshot = replace(result.snapshot, workers=workers)
             marks["read"] = time.monotonic()
             return result.snapshot
 
         def decide(snapshot: Snapshot) -> Plan:
-            plan = self.session.run(snapshot, now=int(time.time()))
+            result.now = int(time.time())
+            plan = self.session.run(snapshot, now=result.now)
             marks["decided"] = time.monotonic()
             return plan
 

@@ -133,6 +133,7 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
         recorder = CycleRecorder(config.decision_log, policy=policy, config=config,
                                  on_error=metrics.decision_log_failed)
         controller.observers.append(recorder)
+        controller.before_release.append(recorder.flush)
         controller.keep_documents = True
         parts.append(recorder.close)
     try:
@@ -158,7 +159,7 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
         reader = WorkerReader(on_change=lambda name: cache.note_change(f"worker {name}"))
         workers.registry.listeners.append(reader.track)
         parts.append(reader.stop)
-        controller.workers = lambda: reader.views(workers.registry.clients())
+        controller.workers = lambda read: reader.views(workers.registry.clients(), read)
         if options.leader_elect:
             def started() -> None:
                 controller.wake()

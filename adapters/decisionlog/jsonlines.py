@@ -2,14 +2,17 @@
 
 For users who ship logs elsewhere. A line is the record the SQLite store holds (records.py),
 with ``workloads`` (the states that changed) inline; snapshot objects are not written, only
-their count (``objects``). Lines are appended; the file is opened once and flushed per line.
+their count (``objects``). Lines are appended; the file is opened once (for appending), and
+each line is handed to the system in one write, so a process killed meanwhile leaves the line
+whole or absent, not a torn one that a reader would have to skip.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import IO, Any, Mapping
+from typing import Any, Mapping
 
 from .schema import DecisionLogError
 
@@ -21,7 +24,7 @@ class JsonLinesSink:
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Write one record as one line.
@@ -29,15 +32,21 @@ class JsonLinesSink:
         Raises:
             DecisionLogError: the file cannot be opened or written.
         """
+        line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         try:
-            if self._file is None:
-                self._file = sys.stdout if self.target == "-" else open(self.target, "a", encoding="utf-8")
-            self._file.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
-            self._file.flush()
+            if self.target == "-":
+                sys.stdout.write(line.decode())
+                sys.stdout.flush()
+                return
+            if self._fd is None:
+                self._fd = os.open(self.target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            rest = memoryview(line)
+            while rest:  # one write but for a line longer than the system takes at once
+                rest = rest[os.write(self._fd, rest):]
         except OSError as e:
             raise DecisionLogError(f"cannot write decision records to {self.target}: {e.strerror or e}") from None
 
     def close(self) -> None:
-        if self._file is not None and self._file is not sys.stdout:
-            self._file.close()
-        self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = None

@@ -1,8 +1,10 @@
 """Snapshot objects by content: each stored once, compressed, named by the hash of its content.
 
 A recorded object is the document a snapshot was built from: where it was read (``source``,
-which the snapshot keeps for errors and rejected objects) and its ``body``. Its hash is the
-first 16 bytes of the SHA-256 of its JSON; two cycles that saw the same object store it once.
+which the snapshot keeps for errors and rejected objects) and its ``body``; an object of a
+MultiKueue worker's view also names its ``worker`` (first, so that the same object of two
+workers, or of a worker and the manager, is two objects). Its hash is the first 16 bytes of the
+SHA-256 of its JSON; two cycles that saw the same object store it once.
 The JSON keeps the object's own key order (the snapshot's digest hashes the typed objects,
 whose mappings keep that order), so a replayed snapshot has the recorded digest.
 
@@ -15,53 +17,61 @@ Objects without a resourceVersion (read from files) are hashed every time.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from clueue.engine import Document
 
 from .codec import dumps
 
-__all__ = ["HASH_BYTES", "ObjectHasher", "document_of"]
+__all__ = ["HASH_BYTES", "ObjectHasher", "Hashed", "document_of", "worker_of"]
 
 HASH_BYTES = 16
 
 
-def _identity(doc: Document) -> tuple[str, str] | None:
-    """(source, resourceVersion) of an object read from the API; None when it has no version."""
+def _version(doc: Document) -> str:
+    """The resourceVersion of an object read from the API; "" when it has none."""
     try:
-        version = doc.body["metadata"]["resourceVersion"]
+        return str(doc.body["metadata"]["resourceVersion"] or "")
     except (KeyError, TypeError, AttributeError):  # not an object with metadata: hashed each time
-        return None
-    return (doc.source, str(version)) if version else None
+        return ""
+
+
+Hashed = tuple[str, Document]  # (the worker whose view holds it, "" for the manager's own; the document)
 
 
 class ObjectHasher:
-    """Content hashes of documents, remembered by name and resourceVersion across cycles."""
+    """Content hashes of documents, remembered by worker, name and resourceVersion across cycles."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[str, bytes]] = {}  # source -> (resourceVersion, hash)
+        self._known: dict[tuple[str, str], tuple[str, bytes]] = {}  # (worker, source) -> (resourceVersion, hash)
 
-    def hashes(self, documents: Iterable[Document]) -> tuple[dict[bytes, Document], dict[bytes, bytes]]:
-        """The hash of each document, and the JSON of those hashed anew.
+    def hashes(self, documents: Iterable[Document], workers: Mapping[str, Sequence[Document]] | None = None
+               ) -> tuple[dict[bytes, Hashed], dict[bytes, bytes]]:
+        """The hash of each document (the manager's ``documents`` and each worker's of
+        ``workers``), and the JSON of those hashed anew.
 
-        Returns ``(by_hash, encoded)``: every document by its hash; and, for the documents that
-        were not known at their version, their record's JSON (to store if the store lacks it).
+        Returns ``(by_hash, encoded)``: every document by its hash, with its worker; and, for the
+        documents that were not known at their version, their record's JSON (to store if the
+        store lacks it).
         """
-        by_hash: dict[bytes, Document] = {}
+        by_hash: dict[bytes, Hashed] = {}
         encoded: dict[bytes, bytes] = {}
-        known: dict[str, tuple[str, bytes]] = {}
-        for doc in documents:
-            ident = _identity(doc)
-            hit = self._known.get(ident[0]) if ident else None
-            if ident and hit and hit[0] == ident[1]:
-                digest = hit[1]
-            else:
-                text = dumps({"source": doc.source, "body": doc.body})
-                digest = hashlib.sha256(text).digest()[:HASH_BYTES]
-                encoded[digest] = text
-            if ident:
-                known[ident[0]] = (ident[1], digest)
-            by_hash[digest] = doc
+        known: dict[tuple[str, str], tuple[str, bytes]] = {}
+        groups = [("", documents), *sorted((workers or {}).items())]
+        for worker, docs in groups:
+            for doc in docs:
+                ident, version = (worker, doc.source), _version(doc)
+                hit = self._known.get(ident) if version else None
+                if hit and hit[0] == version:
+                    digest = hit[1]
+                else:
+                    text = dumps({"worker": worker, "source": doc.source, "body": doc.body} if worker
+                                 else {"source": doc.source, "body": doc.body})
+                    digest = hashlib.sha256(text).digest()[:HASH_BYTES]
+                    encoded[digest] = text
+                if version:
+                    known[ident] = (version, digest)
+                by_hash[digest] = (worker, doc)
         self._known = known  # objects gone from the cluster are forgotten
         return by_hash, encoded
 
@@ -73,3 +83,8 @@ class ObjectHasher:
 def document_of(record: Mapping[str, Any]) -> Document:
     """A stored object record back as the document it was."""
     return Document(str(record["source"]), record["body"])
+
+
+def worker_of(record: Mapping[str, Any]) -> str:
+    """The worker whose view a stored object belongs to ("": the manager's own)."""
+    return str(record.get("worker", ""))

@@ -1,13 +1,13 @@
 """Recording cycles: what the controller, ``clueue apply`` and ``clueue plan --record`` call.
 
-A :class:`Recorder` turns one cycle (the documents its snapshot was built from, its plan, its
-times) into a record, writes it to the SQLite store and to the JSON-lines sink if one is set,
-and enforces retention. It keeps what it needs to make the next cycle cheap: each object's hash
+A :class:`Recorder` turns one cycle (the documents its snapshot was built from, those of each
+MultiKueue worker's view, its plan, its times) into a record, writes it to the SQLite store and
+to the JSON-lines sink if one is set, and enforces retention. It keeps what it needs to make the next cycle cheap: each object's hash
 by version (objects.py), each workload's last recorded state (records.py), the last manifest
 (manifests.py).
 
-Recording must never stop admissions: the controller catches what :meth:`Recorder.record`
-raises, logs it, counts it and goes on (adapters/controller/run.py).
+Recording must never stop admissions: the controller records from a thread of its own and
+catches what :meth:`Recorder.record` raises, logs it, counts it and goes on (observer.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from clueue.engine import Config, Document, Plan, Policy
+from clueue.engine.snapshot import WorkerView
 
 from .config import config_digest, config_document
 from .jsonlines import JsonLinesSink
@@ -31,11 +32,24 @@ __all__ = ["Recorder", "ORIGINS", "record_once"]
 ORIGINS = ("controller", "apply", "plan")
 
 
-def _kind_and_name(doc: Document) -> tuple[str, str]:
+def _kind_and_name(worker: str, doc: Document) -> tuple[str, str]:
     body = doc.body
     meta = body.get("metadata") or {}
     name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name", ""))
-    return str(body.get("kind", "")), name
+    return str(body.get("kind", "")), f"{worker}:{name}" if worker else name
+
+
+def worker_entry(view: WorkerView) -> dict[str, Any]:
+    """What a record keeps of a worker's view besides its objects: when it was observed (or,
+    for a view without that time, its fixed age) and its snapshot's notices."""
+    entry: dict[str, Any] = {"name": view.name}
+    if view.observed_at is not None:
+        entry["observedAt"] = view.observed_at
+    else:
+        entry["age"] = view.age
+    if view.snapshot.notices:
+        entry["snapshotNotices"] = list(view.snapshot.notices)
+    return entry
 
 
 def policy_files(policy: Policy) -> list[dict[str, str]]:
@@ -96,11 +110,16 @@ class Recorder:
 
     def record(self, *, started: float, documents: Sequence[Document] | None, plan: Plan | None,
                snapshot_notices: Sequence[str] = (), error: str = "",
-               phases: Mapping[str, float] | None = None) -> dict[str, Any]:
+               phases: Mapping[str, float] | None = None, now: int | None = None,
+               workers: Mapping[str, WorkerView] | None = None,
+               worker_documents: Mapping[str, Sequence[Document]] | None = None) -> dict[str, Any]:
         """Record one cycle; returns its record (as the JSON-lines sink wrote it).
 
         ``documents`` are the objects its snapshot was built from (None: it read none);
-        ``snapshot_notices`` the snapshot's notices (a replay restores them).
+        ``snapshot_notices`` the snapshot's notices (a replay restores them); ``now`` the time it
+        decided at (epoch seconds; default: when it started); ``workers`` the snapshot's views of
+        MultiKueue's workers, each recorded with its objects in ``worker_documents`` (a view
+        whose objects are not given is not recorded).
 
         Raises:
             DecisionLogError: the log could not be written.
@@ -110,17 +129,23 @@ class Recorder:
             self.log.manifests.forget()
         hashes: frozenset[bytes] | None = None
         new_objects: list[NewObject] = []
+        views = [v for name, v in sorted((workers or {}).items()) if name in (worker_documents or {})]
         if documents is not None:
-            by_hash, encoded = self.hasher.hashes(documents)
+            by_hash, encoded = self.hasher.hashes(
+                documents, {v.name: (worker_documents or {})[v.name] for v in views})
             hashes = frozenset(by_hash)
-            new_objects = [(h, *_kind_and_name(by_hash[h]), data) for h, data in encoded.items()]
+            new_objects = [(h, *_kind_and_name(*by_hash[h]), data) for h, data in encoded.items()]
         states, memory = self.tracker.changes(plan.workloads) if plan is not None else ([], None)
         record = cycle_record(time=started, origin=self.origin, plan=plan,
                               snapshot_digest=plan.snapshot_digest if plan else "",
                               policy_digest=plan.policy_digest if plan else self._policy_digest,
                               config_digest=self.config_digest, phases=phases, error=error)
+        if plan is not None or documents is not None:
+            record["now"] = int(started) if now is None else now
         if documents is not None:
             record["snapshotNotices"] = list(snapshot_notices)
+            if views:
+                record["workers"] = [worker_entry(v) for v in views]
         blobs = [("policy", record["policyDigest"], self._policy_files),
                  ("config", self.config_digest, self.config_doc)]
         try:

@@ -1,8 +1,8 @@
 """What a cycle's record says: the cycle itself, and the workloads whose decision changed.
 
 A record (``apiVersion: clueue.dev/v1, kind: DecisionCycle``, docs/decision-log.md) holds the
-cycle's id, time, origin, digests, summary, solver statistics, phases, actions, notices and
-rejected objects, and ``workloads``: only those whose state or reasons differ from what the log
+cycle's id, time, origin, digests, summary, solver statistics, phases, actions, dispatch
+(MultiKueue's nominations and why), notices and rejected objects, and ``workloads``: only those whose state or reasons differ from what the log
 last recorded for them (a workload no longer in the plan once, as ``state: deleted``). A week of
 a busy cluster thus records each wait once per change, not once per cycle. A reason whose
 amounts or named workloads change (the quota short, the workloads admitted ahead of it this
@@ -137,4 +137,6 @@ def cycle_record(*, time: float, origin: str, plan: Plan | None, snapshot_digest
         record["actions"] = [a.to_dict() for a in plan.actions]
         record["notices"] = list(plan.notices)
         record["rejected"] = [r.to_dict() for r in plan.rejected]
+        if plan.dispatch:
+            record["dispatch"] = [d.to_dict() for d in plan.dispatch]
     return record

@@ -3,9 +3,13 @@ decided again, by the policy it was decided under or another.
 
 The snapshot is rebuilt from the stored documents as a live snapshot is built
 (``build_snapshot(..., lenient=True)``: a recorded cycle may have rejected malformed objects),
-with the notices it had. The recorded decisions (each workload's last recorded state as of the
-cycle, and the cycle's actions) are compared with the replay's by the decision diff of ``clueue
-policy diff`` (engine/policytest.py), so an exact replay shows no change.
+with the notices it had, and with the views of MultiKueue's workers it had (each rebuilt from
+its own stored documents, observed when it was), and decided at the time the cycle decided at
+(``now``: timeouts, back-offs and the workers' views' ages depend on it). The recorded
+decisions (each workload's last recorded state as of the cycle, and the cycle's actions) are
+compared with the replay's by the decision diff of ``clueue policy diff``
+(engine/policytest.py), and the workers each dispatched workload was nominated to apart (that
+diff names a nomination, not its workers), so an exact replay shows no change.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from clueue.engine.plan import PodSetAssignment, SolverInfo
 from clueue.engine.policy import PolicyFile, check_safety
 from clueue.engine.policytest import SnapshotDiff, diff_plans
 from clueue.engine.reasons import Reason
+from clueue.engine.snapshot import WorkerView
 
 from ..files import parse_config
 from .schema import DecisionLogError
 from .store import DecisionLog
 
-__all__ = ["Recorded", "load_recorded", "recorded_plan", "Replay", "replay"]
+__all__ = ["Recorded", "load_recorded", "recorded_plan", "NominationChange", "Replay", "replay"]
 
 #: Kinds a controller's cache parses one by one after the others (adapters/kube/cache.py): the
 #: rebuilt snapshot reads them in the same order, so that its rejected objects come in its order.
@@ -33,12 +38,14 @@ _LAST = {"Pod": 1, "Workload": 2}
 
 @dataclass(frozen=True)
 class Recorded:
-    """A recorded cycle, rebuilt: its record, snapshot, policy and Configuration."""
+    """A recorded cycle, rebuilt: its record, snapshot, policy and Configuration, and the time
+    it decided at (epoch seconds; None for a cycle recorded without it)."""
 
     record: Mapping[str, Any]
     snapshot: Snapshot
     policy: Policy
     config: Config
+    now: int | None = None
 
 
 def rebuild_snapshot(documents: list[Document], notices: list[str] | None) -> Snapshot:
@@ -56,12 +63,19 @@ def load_recorded(log: DecisionLog, cycle: int) -> Recorded:
         PolicyError: its stored policy holds a forbidden construct (a tampered log).
     """
     record = log.record(cycle)
-    snapshot = rebuild_snapshot(log.documents(cycle), record.get("snapshotNotices"))
+    documents, by_worker = log.snapshot_documents(cycle)
+    snapshot = rebuild_snapshot(documents, record.get("snapshotNotices"))
+    workers = {w["name"]: WorkerView(w["name"], rebuild_snapshot(by_worker.get(w["name"], []), w.get("snapshotNotices")),
+                                     age=int(w.get("age", 0)), observed_at=w.get("observedAt"))
+               for w in record.get("workers", [])}
+    if workers:
+        snapshot = replace(snapshot, workers=workers)
     files = tuple(PolicyFile(f["name"], f["path"], f["text"]) for f in log.blob("policy", record["policyDigest"]))
     for f in files:
         check_safety(f)  # a policy file from a log is checked as one from disk
     config = parse_config(Document(f"{log.path}:config {record['configDigest']}", log.blob("config", record["configDigest"])))
-    return Recorded(record, snapshot, Policy(files), config)
+    now = record.get("now")
+    return Recorded(record, snapshot, Policy(files), config, None if now is None else int(now))
 
 
 def _entry(state: Mapping[str, Any]) -> WorkloadEntry:
@@ -95,12 +109,39 @@ def recorded_plan(log: DecisionLog, record: Mapping[str, Any]) -> Plan:
 
 
 @dataclass(frozen=True)
+class NominationChange:
+    """A dispatched workload nominated to other workers by the replay (``()``: none written)."""
+
+    workload: str
+    recorded: tuple[str, ...]
+    replayed: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "recorded": list(self.recorded), "replayed": list(self.replayed)}
+
+
+def _nominations(actions: Any) -> dict[str, tuple[str, ...]]:
+    """The workers each ``nominate`` action (as a record holds it) names, by workload."""
+    return {a["workload"]: tuple(a.get("clusterNames", ())) for a in actions if a["kind"] == "nominate"}
+
+
+def nomination_changes(recorded: Any, replayed: Any) -> tuple[NominationChange, ...]:
+    """The workloads whose nominated workers differ between two lists of actions (as records
+    hold them)."""
+    before, after = _nominations(recorded), _nominations(replayed)
+    return tuple(NominationChange(w, before.get(w, ()), after.get(w, ()))
+                 for w in sorted(before.keys() | after.keys()) if before.get(w) != after.get(w))
+
+
+@dataclass(frozen=True)
 class Replay:
-    """A recorded cycle decided again: the recorded decisions, the new plan and their diff."""
+    """A recorded cycle decided again: the recorded decisions, the new plan and their diff
+    (``nominations``: the dispatched workloads nominated to other workers)."""
 
     recorded: Recorded
     plan: Plan
     diff: SnapshotDiff
+    nominations: tuple[NominationChange, ...] = ()
 
     @property
     def same_snapshot(self) -> bool:
@@ -120,7 +161,9 @@ def replay(log: DecisionLog, cycle: int, *, policy: Policy | None = None, limits
     if "summary" not in recorded.record:
         raise DecisionLogError(f"cycle {cycle} failed ({recorded.record.get('error', 'no plan')}): it recorded "
                                "no decisions to compare with")
-    plan = guarded_cycle(recorded.snapshot, policy or recorded.policy, recorded.config, limits=limits)
+    plan = guarded_cycle(recorded.snapshot, policy or recorded.policy, recorded.config, limits=limits,
+                         now=recorded.now)
     base = recorded_plan(log, recorded.record)
     diff = SnapshotDiff(f"cycle {cycle}", plan.snapshot_digest, len(plan.workloads), tuple(diff_plans(base, plan)))
-    return Replay(recorded, plan, diff)
+    nominations = nomination_changes(recorded.record.get("actions", []), [a.to_dict() for a in plan.actions])
+    return Replay(recorded, plan, diff, nominations)

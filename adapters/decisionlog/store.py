@@ -16,7 +16,7 @@ from clueue.engine import Document
 
 from .manifests import ManifestWriter, resolve
 from .codec import Codec, dumps
-from .objects import document_of
+from .objects import document_of, worker_of
 from .records import DELETED
 from .schema import DecisionLogError, check_version, create
 
@@ -193,7 +193,16 @@ class DecisionLog:
         return f"no cycle {cycle} in decision log {self.path}: {held} (clueue audit cycles lists them)"
 
     def documents(self, cycle: int) -> list[Document]:
-        """The objects of the snapshot ``cycle`` decided on, as the documents they were.
+        """The manager's objects of the snapshot ``cycle`` decided on, as the documents they were.
+
+        Raises:
+            DecisionLogError: no such cycle, or it recorded no snapshot.
+        """
+        return self.snapshot_documents(cycle)[0]
+
+    def snapshot_documents(self, cycle: int) -> tuple[list[Document], dict[str, list[Document]]]:
+        """The objects of the snapshot ``cycle`` decided on: the manager's, and those of each
+        MultiKueue worker's view by worker.
 
         Raises:
             DecisionLogError: no such cycle, or it recorded no snapshot.
@@ -208,14 +217,20 @@ class DecisionLog:
         except KeyError as e:
             raise DecisionLogError(f"cycle {cycle}: manifest {e} is missing from {self.path}") from None
         docs: list[Document] = []
+        workers: dict[str, list[Document]] = {}
+        found = 0
         wanted = sorted(hashes)
         for i in range(0, len(wanted), 500):  # SQLite's bound on a statement's parameters
             part = wanted[i:i + 500]
             rows = self.conn.execute(f"SELECT data FROM objects WHERE hash IN ({','.join('?' * len(part))})", part)
-            docs += [document_of(self.codec.decode(data)) for (data,) in rows]
-        if len(docs) != len(hashes):
-            raise DecisionLogError(f"cycle {cycle}: {len(hashes) - len(docs)} of its objects are missing from {self.path}")
-        return docs
+            for (data,) in rows:
+                stored = self.codec.decode(data)
+                worker = worker_of(stored)
+                (workers.setdefault(worker, []) if worker else docs).append(document_of(stored))
+                found += 1
+        if found != len(hashes):
+            raise DecisionLogError(f"cycle {cycle}: {len(hashes) - found} of its objects are missing from {self.path}")
+        return docs, workers
 
     def blob(self, kind: str, digest: str) -> Any:
         """A stored policy or Configuration by digest.

@@ -11,10 +11,11 @@ workload will be admitted.
 The set of caches follows the worker clients it is given (:meth:`WorkerReader.track`, e.g. a
 ``WorkerRegistry`` listener, and each :meth:`WorkerReader.views`): a worker that becomes active
 gets a cache; one that goes inactive, is deleted or gets a new client (its kubeconfig changed)
-has its cache stopped and dropped, with its view. A view's ``age`` is the time since its cache
+has its cache stopped and dropped, with its view. A view's ``observed_at`` is when its cache
 last heard from the worker (a list, a watch event or bookmark, a watch the server ended at its
-timeout): a worker that stops answering keeps its last view, ageing until it is stale
-(``staleAfterSeconds``) or reported inactive. A worker whose cache has not listed every kind
+timeout); its age is worked out from the cycle's time (``WorkerView.age_at``), so that a view
+that did not change keeps its snapshot's digest. A worker that stops answering keeps its last
+view, ageing until it is stale (``staleAfterSeconds``) or reported inactive. A worker whose cache has not listed every kind
 yet has no view ("nothing has been read from it yet"). A change in a worker (a workload
 admitted there, its quota changed) is passed to ``on_change``, e.g. to wake the decision loop.
 """
@@ -23,12 +24,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Callable, Mapping
 
 from kubernetes import client
 
-from clueue.engine import ClueueError
+from clueue.engine import ClueueError, Document
 from clueue.engine.snapshot import WorkerView
 
 from .cache import ClusterCache
@@ -50,11 +50,9 @@ class WorkerReader:
     thread: it must be quick and not block).
     """
 
-    def __init__(self, *, watch_seconds: int = 30, on_change: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, watch_seconds: int = 30, on_change: Callable[[str], None] | None = None) -> None:
         self.watch_seconds = watch_seconds
         self.on_change = on_change
-        self.clock = clock
         self._caches: dict[str, ClusterCache] = {}
         self._lock = threading.Lock()  # track() runs in the MultiKueue thread, views() in the decision loop
 
@@ -75,15 +73,22 @@ class WorkerReader:
                 except ClueueError as e:
                     log.warning("worker %s cannot be watched for dispatch yet: %s", name, e)
 
-    def views(self, clients: Mapping[str, client.ApiClient]) -> dict[str, WorkerView]:
+    def views(self, clients: Mapping[str, client.ApiClient],
+              read: dict[str, list[Document]] | None = None) -> dict[str, WorkerView]:
         """The views of the workers of ``clients`` listed in full at least once (after
-        :meth:`track`), each ``age`` seconds since its worker was last heard from."""
+        :meth:`track`), each observed when its worker was last heard from. ``read``, if given,
+        receives each view's documents by worker (a decision log records them)."""
         self.track(clients)
         with self._lock:
             caches = sorted(self._caches.items())
-        now = self.clock()
-        return {name: WorkerView(name, cache.snapshot(), max(0, int(now - cache.heard_at)))
-                for name, cache in caches if cache.heard_at is not None and cache.wait_synced(0)}
+        views = {}
+        for name, cache in caches:
+            heard = cache.heard_at
+            if heard is None or not cache.wait_synced(0):
+                continue
+            documents: list[Document] | None = None if read is None else read.setdefault(name, [])
+            views[name] = WorkerView(name, cache.snapshot(documents), observed_at=heard)
+        return views
 
     def cache(self, name: str) -> ClusterCache | None:
         """The cache watching worker ``name``, if any (e.g. to see how current it is)."""

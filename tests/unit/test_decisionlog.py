@@ -216,6 +216,7 @@ class _Result:
         snapshot = build_snapshot(docs, lenient=True)
         self.started, self.documents, self.snapshot = T0, docs, snapshot
         self.plan, self.error, self.phases = run_cycle(snapshot, POLICY, Config()), "", {"decide": 0.1}
+        self.now, self.worker_documents = int(T0), None
 
 
 def test_the_controller_observer_counts_a_failure_and_never_raises(tmp_path: Path) -> None:
@@ -225,7 +226,9 @@ def test_the_controller_observer_counts_a_failure_and_never_raises(tmp_path: Pat
     observer = CycleRecorder(DecisionLogConfig(str(blocker / "log.db")), policy=POLICY, config=Config(),
                              on_error=lambda: failures.append(1))
     observer(_Result(documents(objects(A))))
+    assert observer.flush()
     observer(_Result(documents(objects(A))))
+    observer.close()
     assert failures == [1, 1]
     working = CycleRecorder(DecisionLogConfig(str(tmp_path / "log.db")), policy=POLICY, config=Config(),
                             on_error=lambda: failures.append(1))
@@ -275,3 +278,118 @@ def test_rows_of_a_kind_share_a_dictionary(recorder: Recorder) -> None:
     assert stored * 3 < alone
     assert {k for (k,) in log.conn.execute("SELECT kind FROM dictionaries")} >= {"Workload", "state", "cycle"}
     assert replay(log, 1, limits=None).same_snapshot  # decoded with their dictionaries
+
+
+# -- MultiKueue's worker views ------------------------------------------------------------------
+NOW = int(T0) + 30
+
+
+def dispatching(*, observed: dict[str, float]) -> tuple[list[Document], dict[str, list[Document]], Any]:
+    """A manager whose Workload default/big (8 cpu) holds quota with its MultiKueue check
+    Pending, and three workers observed at the times given: worker-a with 16 cpu free, the
+    others 2; its documents, each worker's, and the snapshot with the workers' views."""
+    from dataclasses import replace
+
+    from clueue.engine.snapshot import WorkerView
+    from tests.scenarios.test_dispatch import WORKERS, manager
+
+    docs = documents(flatten([manager(), workload("big", cpu="8")]))
+    by_worker = {k: documents(objects(cpu=16 if k == "worker-a" else 2)) for k in WORKERS}
+    snapshot = build_snapshot(docs, lenient=True)
+    views = {k: WorkerView(k, build_snapshot(d, lenient=True), observed_at=observed[k]) for k, d in by_worker.items()}
+    return docs, by_worker, replace(snapshot, workers=views)
+
+
+def nominations(actions: Any) -> dict[str, list[str]]:
+    return {a["workload"]: a["clusterNames"] for a in actions if a["kind"] == "nominate"}
+
+
+def test_a_cycle_that_dispatched_replays_to_the_same_nominations(recorder: Recorder) -> None:
+    # worker-a has room but was last heard from 200 s before the cycle: stale, so the prediction
+    # is uncertain and every worker gets a copy. A replay that lost the workers' views, or took
+    # their age as 0, would nominate worker-a alone.
+    observed = {"worker-a": NOW - 200.5, "worker-b": NOW - 1.25, "worker-c": float(NOW)}
+    docs, by_worker, snapshot = dispatching(observed=observed)
+    plan = run_cycle(snapshot, POLICY, Config(), now=NOW)
+    assert nominations([a.to_dict() for a in plan.actions]) == {"default/big": ["worker-a", "worker-b", "worker-c"]}
+    stored = recorder.record(started=T0, documents=docs, plan=plan, snapshot_notices=snapshot.notices, now=NOW,
+                             workers=snapshot.workers, worker_documents=by_worker)
+    assert stored["now"] == NOW and [w["name"] for w in stored["workers"]] == ["worker-a", "worker-b", "worker-c"]
+    assert {w["name"]: w["observedAt"] for w in stored["workers"]} == observed
+    assert stored["dispatch"][0]["nominated"] == ["worker-a", "worker-b", "worker-c"]
+    # the same object in three workers (and the manager's namespace, flavor...) is stored apart
+    assert stored["objects"]["total"] == len(docs) + sum(len(d) for d in by_worker.values())
+
+    recorded = load_recorded(recorder.log, stored["id"])
+    assert recorded.now == NOW and recorded.snapshot.workers == snapshot.workers
+    result = replay(recorder.log, stored["id"], limits=None)
+    assert result.same_snapshot and result.diff.changes == () and result.nominations == ()
+    assert nominations([a.to_dict() for a in result.plan.actions]) == nominations(stored["actions"])
+    assert [d.to_dict() for d in result.plan.dispatch] == stored["dispatch"]
+
+
+def test_replay_tells_a_nomination_that_changed(recorder: Recorder) -> None:
+    observed = {"worker-a": NOW - 200.5, "worker-b": float(NOW), "worker-c": float(NOW)}
+    docs, by_worker, snapshot = dispatching(observed=observed)
+    fresh = {**observed, "worker-a": float(NOW)}  # as if worker-a had been heard from: it alone is nominated
+    _, _, other = dispatching(observed=fresh)
+    plan = run_cycle(other, POLICY, Config(), now=NOW)
+    stored = recorder.record(started=T0, documents=docs, plan=plan, now=NOW, workers=snapshot.workers,
+                             worker_documents=by_worker)
+    result = replay(recorder.log, stored["id"], limits=None)
+    assert [c.to_dict() for c in result.nominations] == [
+        {"workload": "default/big", "recorded": ["worker-a"], "replayed": ["worker-a", "worker-b", "worker-c"]}]
+
+
+def test_a_worker_view_keeps_its_digest_and_its_objects_while_only_time_passes(recorder: Recorder) -> None:
+    from clueue.engine.dispatch_workers import worker_capacity
+
+    observed = {"worker-a": T0 - 10.5, "worker-b": T0 - 3.0, "worker-c": T0}
+    docs, by_worker, snapshot = dispatching(observed=observed)
+    again = dispatching(observed=observed)[2]  # read again, later: nothing changed, only its age
+    assert again.digest() == snapshot.digest()
+    view = snapshot.workers["worker-a"]
+    assert [worker_capacity(view, now=now).age for now in (int(T0), int(T0) + 60)] == [10, 70]
+    first = recorder.record(started=T0, documents=docs, plan=run_cycle(snapshot, POLICY, Config(), now=int(T0)),
+                            now=int(T0), workers=snapshot.workers, worker_documents=by_worker)
+    second = recorder.record(started=T0 + 60, documents=docs,
+                             plan=run_cycle(again, POLICY, Config(), now=int(T0) + 60),
+                             now=int(T0) + 60, workers=again.workers, worker_documents=by_worker)
+    assert first["snapshotDigest"] == second["snapshotDigest"]
+    assert second["objects"]["added"] == 0 and second["objects"]["removed"] == 0
+    # heard from again: a new observation time is a new snapshot, but no new object
+    later = dispatching(observed={**observed, "worker-b": T0 + 59.0})[2]
+    assert later.digest() != snapshot.digest()
+
+
+# -- the controller's writer thread -------------------------------------------------------------
+def test_the_observer_hands_cycles_to_a_writer_and_counts_those_it_cannot_queue(tmp_path: Path) -> None:
+    import threading
+
+    from clueue.adapters.decisionlog.observer import CycleInputs
+
+    writing, release = threading.Event(), threading.Event()
+    failures: list[int] = []
+
+    def written(record: dict[str, Any], wall: float, cpu: float) -> None:
+        writing.set()
+        release.wait()
+
+    observer = CycleRecorder(DecisionLogConfig(str(tmp_path / "log.db")), policy=POLICY, config=Config(),
+                             on_error=lambda: failures.append(1), queue_size=1, on_written=written)
+    first = _Result(documents(objects(A)))
+    observer(first)
+    inputs = CycleInputs.of(first)
+    first.documents.clear()  # what the loop does with its lists afterwards does not reach the queued cycle
+    assert len(inputs.documents or ()) == 5
+    assert writing.wait(60)  # the writer holds the first cycle
+    observer(_Result(documents(objects(A, B))))  # queued
+    observer(_Result(documents(objects(B))))  # the queue is full: not recorded, counted
+    assert failures == [1] and observer.dropped == 1
+    assert not observer.flush(timeout=0)
+    release.set()
+    assert observer.flush()
+    observer.close()
+    with DecisionLog.open(tmp_path / "log.db") as log:
+        assert log.cycle_ids() == (1, 2)
+        assert [w["name"] for w in log.record(2)["workloads"]] == ["default/b"]
