@@ -9,7 +9,6 @@ sections win). Both are read by the same functions, so they mean the same in eit
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,9 +25,6 @@ __all__ = ["KueueSettings", "KUEUE_CONFIG_MAP", "CONFIG_KEY", "parse_fair_sharin
 #: ``namespace/name`` of the ConfigMap Kueue reads its Configuration from, and the key holding it.
 KUEUE_CONFIG_MAP = "kueue-system/kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -49,10 +45,8 @@ def parse_fair_sharing(f: Fields, path: str = "fairSharing") -> FairSharing | No
     """
     if f.get(path) is None:
         return None
-    section = f.mapping(path)
-    enabled = section.get("enable", True)  # v1beta1 has the flag; in v1beta2 the section enables it
-    if not isinstance(enabled, bool):
-        raise f.fail(f"{path}.enable", f"expected true or false, got {enabled!r}")
+    f.mapping(path)
+    enabled = f.flag(f"{path}.enable", True)  # v1beta1 has the flag; in v1beta2 the section enables it
     strategies = f.strings(f"{path}.preemptionStrategies") or FAIR_STRATEGIES[2]
     if strategies not in FAIR_STRATEGIES:
         raise f.fail(f"{path}.preemptionStrategies", f"expected one of {', '.join(map(str, map(list, FAIR_STRATEGIES)))}, "
@@ -64,14 +58,14 @@ def parse_admission_fair_sharing(f: Fields, path: str = "admissionFairSharing") 
     """The ``admissionFairSharing`` section at ``path`` (``None`` if absent).
 
     Raises:
-        SnapshotError: a duration that is not a Go duration (``168h``, ``5m``), or a resource
+        SnapshotError: a duration that is not one (durations.py: ``168h``, ``5m``), or a resource
             weight that is not a non-negative number.
     """
     if f.get(path) is None:
         return None
     f.mapping(path)
-    half_life = _duration(f, f"{path}.usageHalfLifeTime", 0.0)
-    sampling = _duration(f, f"{path}.usageSamplingInterval", 300.0)
+    half_life = f.duration(f"{path}.usageHalfLifeTime", 0.0)
+    sampling = f.duration(f"{path}.usageSamplingInterval", 300.0)
     weights = []
     for resource, w in sorted(f.mapping(f"{path}.resourceWeights").items()):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
@@ -108,20 +102,6 @@ def parse_wait_for_pods_ready(f: Fields, path: str = "waitForPodsReady") -> Wait
         raise f.fail(f"{strategy}.backoffBaseSeconds", f"{base} is more than backoffMaxSeconds ({most})")
     return WaitForPodsReady(enabled, timeout, f.flag(f"{path}.blockAdmission", enabled), recovery, stamp or "Eviction",
                             None if limit is None else f.count(f"{strategy}.backoffLimitCount", 0), base, most)
-
-
-def _duration(f: Fields, path: str, default: float) -> float:
-    """Seconds of the Go duration at ``path`` (metav1.Duration: ``1h30m``, ``90s``)."""
-    value = f.get(path)
-    if value is None:
-        return default
-    text = value.strip() if isinstance(value, str) else None
-    if text == "0":
-        return 0.0
-    parts = _DURATION_PART.findall(text or "")
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise f.fail(path, f"expected a duration such as 168h, 5m or 90s, got {value!r}")
-    return sum(float(n) * _SECONDS[u] for n, u in parts)
 
 
 def parse_kueue_config_map(f: Fields) -> KueueSettings:
