@@ -29,7 +29,7 @@ from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadE
 from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
 from .podgroups import holds
-from .podsready import wait_for_pods_ready
+from .podsready import pods_ready_condition, wait_for_pods_ready
 from .policy import Policy
 from .preemption import Victims
 from .fairsharing import with_settings
@@ -626,7 +626,17 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
             name=w.key, queue=w.queue, cluster_queue=explanation.cluster_queues.get(explainer), priority=w.priority,
             origin=w.origin, rank=rank[w.key] + 1 if w.key in rank else None, pod_sets=w.requests,
             pods=w.pod_refs, state=state, reasons=reasons + tuple(extra) if extra else reasons)
-    return tuple(entries[w.key] for w in built.workloads)
+    return _with_pods_ready(tuple(entries[w.key] for w in built.workloads), built, snapshot)
+
+
+def _with_pods_ready(entries: tuple[WorkloadEntry, ...], built: Workloads, snapshot: Snapshot
+                     ) -> tuple[WorkloadEntry, ...]:
+    """``entries`` with the PodsReady condition apply records under waitForPodsReady (podsready.py)."""
+    if snapshot.kueue_settings.wait_for_pods_ready is None:
+        return entries
+    return tuple(dataclasses.replace(e, pods_ready=pods_ready_condition(
+        built.by_key[e.name], snapshot.workloads.get(e.name), e.state == "admitted")) if e.name in built.by_key else e
+        for e in entries)
 
 
 class _FifoHeads:

@@ -99,6 +99,9 @@ class WorkloadEntry:
     confirmed: bool = False  # its Workload records Admitted=True: admitted whatever its checks say now
     # checked "what would it take" suggestions (whatif.py), only when asked for (plan --what-if, explain)
     suggestions: tuple[Reason, ...] = ()
+    # waitForPodsReady: the PodsReady condition (status, reason, message) apply records on the
+    # Workload clueue makes for pods (podsready.py); None: none is written
+    pods_ready: tuple[str, str, str] | None = None
 
     @property
     def phase(self) -> str | None:
@@ -131,6 +134,8 @@ class WorkloadEntry:
             out["whatIf"] = [s.to_dict() for s in self.suggestions]
         if self.reclaimable:
             out["reclaimablePods"] = [{"name": name, "count": count} for name, count in self.reclaimable]
+        if self.pods_ready is not None:
+            out["podsReady"] = dict(zip(("status", "reason", "message"), self.pods_ready))
         if self.admission_checks:
             out["phase"] = self.phase
             out["admissionChecks"] = [{"name": c.name, "state": c.state, "message": c.message}

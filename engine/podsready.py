@@ -12,9 +12,14 @@ When a workload's pods are ready:
 - a Workload object of another integration: its ``PodsReady`` condition is True (written by
   the integration, as Kueue's job controllers do).
 
+clueue records that state on the Workloads it makes for pods as Kueue's pod integration does, in
+a ``PodsReady`` condition (:func:`pods_ready_condition`, written by apply); a Workload of another
+integration has it from that integration's controller.
+
 The timeout counts from its ``QuotaReserved`` condition's time (once its admission checks are
 Ready: before that its pods are gated); a ``PodsReady=False`` condition with Kueue's reason
-``WaitForRecovery`` counts ``recoveryTimeout`` from that condition's time instead.
+``WaitForRecovery`` counts ``recoveryTimeout`` from that condition's time instead (pods that
+were ready are not timed at all without ``recoveryTimeout``, as in Kueue).
 
 Back-off is ``backoffBaseSeconds * 2^(count-1)`` capped at ``backoffMaxSeconds``, where
 ``count`` is the new ``status.requeueState.count``. Kueue adds a random jitter; clueue adds none,
@@ -34,10 +39,16 @@ from .reasons import Reason, make_reason
 from .snapshot import Snapshot
 from .workloads import Workload, Workloads
 
-__all__ = ["wait_for_pods_ready", "backoff_seconds", "pods_ready"]
+__all__ = ["wait_for_pods_ready", "backoff_seconds", "pods_ready", "pods_ready_condition"]
 
 #: Kueue's reason on a ``PodsReady=False`` condition of pods that were ready and are no longer.
 RECOVERY_REASON = "WaitForRecovery"
+#: Kueue's other reasons of ``PodsReady``: False before the pods were first ready, True once
+#: they are, True again once pods that were no longer ready are.
+START_REASON, STARTED_REASON, RECOVERED_REASON = "WaitForStart", "Started", "Recovered"
+NOT_READY_MESSAGE = "Not all of the workload's pods are ready yet"
+READY_MESSAGE = "All of the workload's pods are ready"
+RECOVERY_MESSAGE = "Pods of the workload that were ready are no longer; waiting for them to recover"
 
 
 def backoff_seconds(settings: WaitForPodsReady, count: int) -> int:
@@ -50,11 +61,10 @@ def backoff_seconds(settings: WaitForPodsReady, count: int) -> int:
 
 
 def pods_ready(w: Workload, obj: KueueWorkload | None) -> bool:
-    """Whether ``w``'s pods are ready (see the module docstring)."""
-    if obj is not None and obj.pods_ready:
-        return True
+    """Whether ``w``'s pods are ready (see the module docstring): for pods, by the pods
+    themselves (the ``PodsReady`` condition is clueue's own record of them, maybe from before)."""
     if w.origin == "workload":
-        return False
+        return obj is not None and bool(obj.pods_ready)
     needed = sum(w.admitted_count(ps.name) for ps in w.pod_sets)
     ready = sum(1 for pods in w.pods.values() for p in pods if p.ready and p.phase == "Running" and not p.deleting)
     return ready >= needed
@@ -81,10 +91,14 @@ def wait_for_pods_ready(built: Workloads, snapshot: Snapshot, now: int | None) -
         if w.admission is not None and obj.admission is not None:
             if w.evict is not None or (w.checks and not w.confirmed) or pods_ready(w, obj):
                 continue
-            recovering = obj.pods_ready is False and obj.pods_ready_reason == RECOVERY_REASON \
-                and settings.recovery_timeout_seconds is not None
-            since, limit = (obj.pods_ready_since, settings.recovery_timeout_seconds) if recovering \
-                else (obj.reserved_at, settings.timeout_seconds)
+            # pods that were ready are timed by recoveryTimeout only (none: not at all), from when
+            # they stopped being ready: now, if clueue records that with this cycle (pods_ready_condition)
+            recovering = obj.pods_ready is True or obj.pods_ready_reason == RECOVERY_REASON
+            if recovering and settings.recovery_timeout_seconds is None:
+                unready.append(key)
+                continue
+            since, limit = (obj.pods_ready_since if obj.pods_ready is False else now, settings.recovery_timeout_seconds) \
+                if recovering else (obj.reserved_at, settings.timeout_seconds)
             if not since:
                 continue
             assert limit is not None
@@ -105,6 +119,26 @@ def wait_for_pods_ready(built: Workloads, snapshot: Snapshot, now: int | None) -
                 by_key[key] = replace(w, held=(block,))
     changes = Changes(by_key, frozenset(), None, built.changes.head)
     return Workloads(by_key, built.actions, built.notices, changes), min(due, default=None)
+
+
+def pods_ready_condition(w: Workload, obj: KueueWorkload | None, admitted: bool) -> tuple[str, str, str] | None:
+    """The ``PodsReady`` condition (status, reason, message) clueue records on the Workload it
+    makes for pods (plain pods, pod groups) under waitForPodsReady, with Kueue's reasons:
+    ``Started`` (True) once all its pods are ready, ``WaitForStart`` (False) until then and while
+    it is not admitted (``admitted``: it holds its admission after the cycle), ``WaitForRecovery``
+    (False) when pods that were ready are no longer, ``Recovered`` (True) once they are again.
+    None for a Workload of another integration (its controller records it) or a finished one."""
+    if w.origin == "workload" or w.finished:
+        return None
+    if not admitted or w.admission is None:  # not admitted, or only now: its pods are gated
+        return ("False", START_REASON, NOT_READY_MESSAGE)
+    was_ready, reason = (obj.pods_ready, obj.pods_ready_reason) if obj is not None else (None, "")
+    if pods_ready(w, obj):
+        return ("True", RECOVERED_REASON if reason in (RECOVERY_REASON, RECOVERED_REASON) else STARTED_REASON,
+                READY_MESSAGE)
+    if was_ready is True or reason == RECOVERY_REASON:
+        return ("False", RECOVERY_REASON, RECOVERY_MESSAGE)
+    return ("False", START_REASON, NOT_READY_MESSAGE)
 
 
 def _timed_out(settings: WaitForPodsReady, obj: KueueWorkload, limit: float, now: int, recovering: bool) -> Reason:

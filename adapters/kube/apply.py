@@ -6,7 +6,8 @@ Order, and what it guarantees:
    for pods and pod groups that lack one) whose status records the decision: the admission and
    ``QuotaReserved``/``Admitted`` conditions for admitted ones, ``QuotaReserved=False`` with the
    reasons' messages for the others; each admitted pod set's ``resourceUsage`` is its requests
-   times its count, as Kueue writes it. A group of pods that cannot make a Workload yet
+   times its count, as Kueue writes it. Under waitForPodsReady a Workload made for pods also
+   gets its ``PodsReady`` condition (the entry's ``pods_ready``), when its status or reason changes. A group of pods that cannot make a Workload yet
    (``WorkloadEntry.has_workload_object``: incomplete, or its pods disagree on their count) gets
    none, KEP-976's rule, and a Warning Event on each pod when it cannot be built as it is (once
    per pod and reasons: ``warned``). A Workload made for pods matches them: while it holds no
@@ -188,6 +189,9 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any], version: str = 
             reclaimable = [{"name": name, "count": count} for name, count in entry.reclaimable]
             if _reclaimable(status.get("reclaimablePods")) != _reclaimable(reclaimable):
                 out["reclaimablePods"] = reclaimable
+        ready = _pods_ready(entry, status)
+        if ready:
+            out["conditions"] = _conditions(status.get("conditions", []), ready)
         return None if out == status else out
     if entry.state == "admitted":
         admission = {"clusterQueue": entry.cluster_queue, "podSetAssignments": [
@@ -198,7 +202,7 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any], version: str = 
         # With admission checks only the quota is reserved: Admitted once they are all Ready.
         admitted = ("Admitted", "True", "Admitted", message) if entry.phase == "Admitted" else \
             ("Admitted", "False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
-        wanted = [("QuotaReserved", "True", "QuotaReserved", message), admitted]
+        wanted = [("QuotaReserved", "True", "QuotaReserved", message), admitted, *_pods_ready(entry, status)]
         for kind in ("Evicted", "Preempted"):  # admitted again after an eviction, as Kueue records it
             was: dict[str, Any] = next((c for c in status.get("conditions", []) if c.get("type") == kind), {})
             if was.get("status") == "True":
@@ -212,11 +216,23 @@ def desired_status(entry: WorkloadEntry, status: dict[str, Any], version: str = 
     reason = _waiting_reason(entry)
     digest = reasons_digest(entry.reasons)
     old = next((c for c in status.get("conditions", []) if c.get("type") == "QuotaReserved"), {})
-    if (old.get("status"), old.get("reason"), tag_of(old.get("message", ""))) == ("False", reason, digest):
-        return None  # the same reasons with the same data: a changed rendering alone is no news
-    message = tagged(message, digest, _MESSAGE_LIMIT)
-    return {**status, "conditions": _conditions(status.get("conditions", []),
-                                                [("QuotaReserved", "False", reason, message)])}
+    wanted = _pods_ready(entry, status)
+    if (old.get("status"), old.get("reason"), tag_of(old.get("message", ""))) != ("False", reason, digest):
+        wanted.append(("QuotaReserved", "False", reason, tagged(message, digest, _MESSAGE_LIMIT)))
+    # else the same reasons with the same data: a changed rendering alone is no news
+    return {**status, "conditions": _conditions(status.get("conditions", []), wanted)} if wanted else None
+
+
+def _pods_ready(entry: WorkloadEntry, status: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The entry's ``PodsReady`` condition (waitForPodsReady, engine/podsready.py) if the status
+    does not have it with that status and reason (as Kueue compares it: a message alone is no
+    change); else none."""
+    if entry.pods_ready is None:
+        return []
+    recorded = next((c for c in status.get("conditions", []) if c.get("type") == "PodsReady"), {})
+    if (recorded.get("status"), recorded.get("reason")) == entry.pods_ready[:2]:
+        return []
+    return [("PodsReady", *entry.pods_ready)]
 
 
 def _synced_checks(status: dict[str, Any], entry: WorkloadEntry) -> dict[str, Any]:
