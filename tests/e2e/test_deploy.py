@@ -315,7 +315,8 @@ NEEDED: list[Access] = [
     *_everywhere("get update", "scheduling.x-k8s.io", "podgroups/status"),
     *_everywhere("get list watch update delete", "", "pods"),
     *_everywhere("get list watch create update delete", "kueue.x-k8s.io", "workloads"),
-    *_everywhere("get update", "kueue.x-k8s.io", "workloads/status clusterqueues/status localqueues/status"),
+    *_everywhere("get update", "kueue.x-k8s.io",
+                 "workloads/status clusterqueues/status localqueues/status cohorts/status"),
     *_everywhere("create", "", "events"),
     *[(verb, "admissionregistration.k8s.io", f"{kind}webhookconfigurations", "", name)
       for verb in ("get", "update") for kind, name in (("mutating", MUTATING), ("validating", VALIDATING))],
