@@ -125,29 +125,10 @@ def test_a_stopped_worker_becomes_stale(planes: tuple[ControlPlane, dict[str, Co
 def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[ControlPlane, dict[str, ControlPlane]],
                                                                tmp_path: Path):
     manager, workers = planes
-    manager.create_namespace(CONTROLLER_NS)
-    ns = f"d-{uuid.uuid4().hex[:6]}"
-    manager.create_namespace(ns)
+    ns = connect_workers(manager, workers)
     api = manager.api_client()
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
-    for name, plane in workers.items():
-        plane.create_namespace(ns)
-        with plane.api_client() as worker_api:
-            _queues(worker_api, ns, ROOM[name])
-        core.create_namespaced_secret(CONTROLLER_NS, {"metadata": {"name": f"{name}-kubeconfig"}, "data": {
-            "kubeconfig": base64.b64encode(plane.kubeconfig.read_bytes()).decode()}})
-        custom.create_cluster_custom_object(G, V, "multikueueclusters", {
-            "apiVersion": f"{G}/{V}", "kind": "MultiKueueCluster", "metadata": {"name": name},
-            "spec": {"kubeConfig": {"location": f"{name}-kubeconfig", "locationType": "Secret"}}})
-    custom.create_cluster_custom_object(G, V, "multikueueconfigs", {
-        "apiVersion": f"{G}/{V}", "kind": "MultiKueueConfig", "metadata": {"name": "two"},
-        "spec": {"clusters": sorted(workers)}})
-    custom.create_cluster_custom_object(G, V, "admissionchecks", {
-        "apiVersion": f"{G}/{V}", "kind": "AdmissionCheck", "metadata": {"name": "multikueue"},
-        "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
-                 "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": "two"}}})
-    _queues(api, ns, "16", check=True)
     config = tmp_path / "config.yaml"  # the default dispatcher: Optimized
     config.write_text("apiVersion: clueue.dev/v1\nkind: Configuration\nmultiKueue:\n  syncPeriod: 500ms\n")
     proc = start_controller(manager, "--config", str(config), "--batch-window", "0.05")
@@ -185,6 +166,38 @@ def test_the_controller_nominates_exactly_the_worker_with_room(planes: tuple[Con
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-2000:]
         api.close()
+
+
+def connect_workers(manager: ControlPlane, workers: dict[str, ControlPlane]) -> str:
+    """The manager's MultiKueueClusters (kubeconfigs in Secrets of its controller's namespace),
+    MultiKueueConfig ``two`` over them and AdmissionCheck ``multikueue``; and a new namespace in
+    every plane, with (in each worker) ClusterQueue ns of ``ROOM`` cpu and (in the manager)
+    ClusterQueue ns of 16 cpu with the MultiKueue check. Once per module's planes. Returns the
+    namespace."""
+    manager.create_namespace(CONTROLLER_NS)
+    ns = f"d-{uuid.uuid4().hex[:6]}"
+    manager.create_namespace(ns)
+    with manager.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        for name, plane in workers.items():
+            plane.create_namespace(ns)
+            with plane.api_client() as worker_api:
+                _queues(worker_api, ns, ROOM[name])
+            client.CoreV1Api(api).create_namespaced_secret(CONTROLLER_NS, {
+                "metadata": {"name": f"{name}-kubeconfig"},
+                "data": {"kubeconfig": base64.b64encode(plane.kubeconfig.read_bytes()).decode()}})
+            custom.create_cluster_custom_object(G, V, "multikueueclusters", {
+                "apiVersion": f"{G}/{V}", "kind": "MultiKueueCluster", "metadata": {"name": name},
+                "spec": {"kubeConfig": {"location": f"{name}-kubeconfig", "locationType": "Secret"}}})
+        custom.create_cluster_custom_object(G, V, "multikueueconfigs", {
+            "apiVersion": f"{G}/{V}", "kind": "MultiKueueConfig", "metadata": {"name": "two"},
+            "spec": {"clusters": sorted(workers)}})
+        custom.create_cluster_custom_object(G, V, "admissionchecks", {
+            "apiVersion": f"{G}/{V}", "kind": "AdmissionCheck", "metadata": {"name": "multikueue"},
+            "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                     "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": "two"}}})
+        _queues(api, ns, "16", check=True)
+    return ns
 
 
 def _submit(custom: client.CustomObjectsApi, ns: str, *, cpu: str) -> None:
