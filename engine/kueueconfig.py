@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .config import FAIR_STRATEGIES, AdmissionFairSharing, Config, FairSharing, WaitForPodsReady
+from .errors import SnapshotError
 from .parsing import parse_documents
 
 if TYPE_CHECKING:
@@ -58,14 +59,16 @@ def parse_admission_fair_sharing(f: Fields, path: str = "admissionFairSharing") 
     """The ``admissionFairSharing`` section at ``path`` (``None`` if absent).
 
     Raises:
-        SnapshotError: a duration that is not one (durations.py: ``168h``, ``5m``), or a resource
-            weight that is not a non-negative number.
+        SnapshotError: a duration that is not one (durations.py: ``168h``, ``5m``), a sampling
+            interval that is not positive, or a resource weight that is not a non-negative number.
     """
     if f.get(path) is None:
         return None
     f.mapping(path)
     half_life = f.duration(f"{path}.usageHalfLifeTime", 0.0)
     sampling = f.duration(f"{path}.usageSamplingInterval", 300.0)
+    if sampling <= 0:  # Kueue refuses it too: the usage would be sampled without end (admission_usage.py)
+        raise f.fail(f"{path}.usageSamplingInterval", "must be greater than 0")
     weights = []
     for resource, w in sorted(f.mapping(f"{path}.resourceWeights").items()):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or w < 0:
@@ -109,22 +112,29 @@ def parse_kueue_config_map(f: Fields) -> KueueSettings:
     Kueue's (:data:`KUEUE_CONFIG_MAP`); other ConfigMaps hold none.
 
     Raises:
-        SnapshotError: the key is not a YAML Configuration, or a section is malformed.
+        SnapshotError: the key is not a YAML Configuration, or a section is malformed; the
+            field is named within the key (``data[controller_manager_config.yaml].fairSharing.enable``),
+            on the ConfigMap, and one malformed section fails the whole ConfigMap: none of its
+            sections is decided by, not the valid ones either.
     """
     from .snapshot import Document, Fields as ObjectFields  # snapshot.py imports this module
 
     if f"{f.namespace}/{f.name}" != KUEUE_CONFIG_MAP:
         return KueueSettings()
-    text = f.string(f"data.{CONFIG_KEY}", value=f.mapping("data").get(CONFIG_KEY))
+    key = f"data[{CONFIG_KEY}]"
+    text = f.string(key, value=f.mapping("data").get(CONFIG_KEY))
     if not text:
         return KueueSettings()
-    docs = [d for d in parse_documents(text, f"{f.doc.source} data.{CONFIG_KEY}") if d is not None]
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise f.fail(f"data.{CONFIG_KEY}", "expected one Configuration object")
-    inner = ObjectFields(Document(f"{f.doc.source} data.{CONFIG_KEY}",
-                                  {**docs[0], "metadata": {"name": f.name, "namespace": f.namespace}}), "ConfigMap")
-    return KueueSettings(parse_fair_sharing(inner), parse_admission_fair_sharing(inner),
-                         parse_wait_for_pods_ready(inner))
+    try:
+        docs = [d for d in parse_documents(text, f.doc.source) if d is not None]
+        if len(docs) != 1 or not isinstance(docs[0], dict):
+            raise SnapshotError("expected one Configuration object")
+        inner = ObjectFields(Document(f.doc.source, {**docs[0], "metadata": {"name": f.name, "namespace": f.namespace}}),
+                             "ConfigMap")
+        return KueueSettings(parse_fair_sharing(inner), parse_admission_fair_sharing(inner),
+                             parse_wait_for_pods_ready(inner))
+    except SnapshotError as e:  # named as a field of the ConfigMap, which a lenient snapshot leaves out whole
+        raise f.fail(f"{key}.{e.field}" if e.field else key, e.detail) from None
 
 
 def effective_settings(snapshot_settings: KueueSettings, config: Config) -> KueueSettings:

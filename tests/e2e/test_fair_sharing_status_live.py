@@ -3,21 +3,25 @@ sharing on, ClusterQueues and Cohorts get ``status.fairSharing.weightedShare`` a
 it, removed again when it is off; with admission fair sharing on, each LocalQueue's
 ``status.fairSharing.admissionFairSharingStatus`` is sampled every usageSamplingInterval with
 its half-life decay, and what is written is what the next cycle orders by. Each cycle runs at a
-chosen time (the engine takes ``now`` from its caller), so the test waits for no clock.
+chosen time (the engine takes ``now`` from its caller), so the test waits for no clock; a
+last test runs ``clueue controller``, which samples again by itself while nothing changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from clueue.adapters.kube.decide import Decided, decide_and_apply
 from clueue.engine import Config, run_cycle
 from clueue.engine.config import AdmissionFairSharing, FairSharing
+from tests.e2e.controller_harness import api, cluster, start_controller, stop_controller, wait_until  # noqa: F401
 from tests.e2e.test_adapter import KUEUE, create, tag
 from tests.e2e.test_plain_pods_live import POLICY, only
 from tests.testenv.control_plane import ControlPlane
@@ -121,3 +125,29 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     assert "fairSharing" not in status(live, "cohorts", f"co-{t}")
     assert status(live, "localqueues", "x", ns)["fairSharing"]["admissionFairSharingStatus"]["consumedResources"] == {
         "cpu": "2"}
+
+
+def test_the_controller_samples_consumed_usage_by_itself(cluster: ControlPlane, api: client.ApiClient,
+                                                         tmp_path: Path) -> None:
+    # a sampling interval of 1 s: the controller wakes for each sample though nothing changes
+    t = tag()
+    ns = setup(api, t)
+    create(api, job(ns, "x1", "x", "4"))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"apiVersion": "clueue.dev/v1", "kind": "Configuration",
+                                      "fairSharing": {"enable": True}, "admissionFairSharing": {
+                                          "usageHalfLifeTime": "10s", "usageSamplingInterval": "1s"}}))
+    proc = start_controller(cluster, "--batch-window", "0.05", "--max-delay", "0.5", "--config", str(config))
+
+    def consumed() -> dict[str, Any]:
+        return ((status(api, "localqueues", "x", ns).get("fairSharing") or {}).get("admissionFairSharingStatus")
+                or {})
+
+    try:
+        wait_until(lambda: (status(api, "clusterqueues", f"a-{t}").get("fairSharing") or {}).get("weightedShare") == 250,
+                   60, "ClusterQueue a's weightedShare 250", proc=proc)
+        first = wait_until(lambda: consumed().get("consumedResources", {}).get("cpu") and consumed(), 60,
+                           "x's consumed cpu sampled", proc=proc)
+        wait_until(lambda: consumed().get("lastUpdate", "") > first["lastUpdate"], 60, "a later sample", proc=proc)
+    finally:
+        assert stop_controller(proc) == 0

@@ -7,9 +7,11 @@ from fractions import Fraction
 
 import pytest
 
+from clueue.engine import Document, SnapshotError, build_snapshot
 from clueue.engine.admission_usage import decayed, next_sample, sample, sampled_queues
 from clueue.engine.config import AdmissionFairSharing
 from clueue.engine.objects import LocalQueue
+from tests.scenarios.test_fair_sharing import kueue_config
 from tests.scenarios.test_fair_sharing_status import afs_snapshot
 
 HOUR = 3600
@@ -57,3 +59,10 @@ def test_the_next_sample_is_due_an_interval_after_the_last(last, now, due):
 def test_without_the_section_nothing_is_sampled():
     snapshot = afs_snapshot(section=False)
     assert sampled_queues(snapshot) == [] and next_sample(snapshot, 100) is None
+
+
+
+def test_a_sampling_interval_must_be_positive():
+    bad = kueue_config("kind: Configuration\nadmissionFairSharing:\n  usageSamplingInterval: 0s\n")
+    with pytest.raises(SnapshotError, match="admissionFairSharing.usageSamplingInterval"):
+        build_snapshot([Document("cm#1", bad)])
