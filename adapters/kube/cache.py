@@ -13,6 +13,12 @@ cycle waits until the cache holds each of those objects at that version or newer
 it deleted (:meth:`ClusterCache.wait_for_expectations`); if the watch does not deliver them in
 time, the kinds concerned are listed again. An event that only brings one of our own writes
 (its exact expected version) does not count as a change: the cycle that wrote it knew it.
+
+**One named object.** Of a kind with ``Kind.only`` (Kueue's ConfigMap) the cache lists and
+watches that one object, by a field selector; it may be absent, and its namespace too (the list
+is then empty, and the watch brings it when it is created). When RBAC forbids reading it, the
+kind counts as listed, with nothing, a snapshot says why in a notice, the log says it once, and
+the cache asks again every :data:`FORBIDDEN_RETRY` seconds.
 """
 
 from __future__ import annotations
@@ -31,11 +37,14 @@ from clueue.engine import Document, Snapshot, build_snapshot
 from . import retry
 from .errors import api_errors
 from .kinds import Kind, kueue_version, served_kinds
-from .read import to_document
+from .read import to_document, unreadable
 
-__all__ = ["ClusterCache", "caught_up", "newer_or_equal"]
+__all__ = ["ClusterCache", "caught_up", "newer_or_equal", "FORBIDDEN_RETRY"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds between attempts to read a named object RBAC forbids (a Role granted later is seen).
+FORBIDDEN_RETRY = 60.0
 
 
 def newer_or_equal(version: str, than: str) -> bool:
@@ -119,6 +128,7 @@ class ClusterCache:
         self._listed_at = {k.kind: "" for k in self.kinds}  # a list's version: older watch events are stale
         self._seen = {k.kind: "" for k in self.kinds}  # the last version each kind's watch or list brought
         self._gone: dict[str, dict[str, str]] = {k.kind: {} for k in self.kinds}  # deleted since the last list
+        self._forbidden: set[str] = set()  # kinds of one named object (Kind.only) RBAC forbids reading
         self._dirty: set[str] = set()
         self._expected: dict[tuple[str, str], str] = {}  # (kind, key) -> resourceVersion we wrote ("" deleted)
         self._recent: list[tuple[str, str, str, bool]] | None = None  # events while writing: (kind, key, version, deleted)
@@ -166,6 +176,7 @@ class ClusterCache:
         given, receives the documents the snapshot is built from (a decision log records them)."""
         with self._lock:
             objects = {kind: dict(docs) for kind, docs in self._objects.items()}
+            forbidden = [unreadable(k) for k in self.kinds if k.kind in self._forbidden]
         if read is not None:
             read.extend(d for docs in objects.values() for d in docs.values())
         base = build_snapshot([d for kind, docs in objects.items() if kind not in _BULK for d in docs.values()],
@@ -187,7 +198,7 @@ class ClusterCache:
                     rejected += hit[2]
                 self._parsed[kind] = fresh
                 parts[attr] = dict(sorted(parsed.items()))
-        notices = base.notices
+        notices = tuple(forbidden) + base.notices
         if any(parts.values()):
             notices = tuple(n for n in notices if n != _EMPTY)
         return replace(base, **parts, notices=notices, rejected=tuple(rejected))
@@ -302,7 +313,12 @@ class ClusterCache:
 
     def _relist(self, kind: Kind) -> None:
         with api_errors(self.api, f"listing {kind.plural}"):
-            retry.call(lambda: self._list(kind))
+            try:
+                retry.call(lambda: self._list(kind))
+            except ApiException as e:
+                if not (e.status == 403 and kind.only):
+                    raise
+                self._forbid(kind)
 
     def _key(self, kind: Kind, body: dict[str, Any]) -> str:
         meta = body.get("metadata", {})
@@ -334,6 +350,10 @@ class ClusterCache:
             same = old.keys() == fresh.keys() and all(_version_of(old[k]) == _version_of(d) for k, d in fresh.items())
             self._objects[kind.kind] = fresh
             self._listed_at[kind.kind] = version
+            if kind.kind in self._forbidden:  # granted since: a change, if only of the notice
+                self._forbidden.discard(kind.kind)
+                log.info("%s %s can be read now", kind.kind, kind.only)
+                same = False
             if not _after(self._seen[kind.kind], version):
                 self._seen[kind.kind] = version
             self._settle(kind.kind)
@@ -353,6 +373,11 @@ class ClusterCache:
                 version = self._watch(kind, version)
                 failures = 0
             except ApiException as e:
+                if e.status == 403 and kind.only:  # not granted: decided without it (read.unreadable)
+                    self._forbid(kind)
+                    self._stop.wait(FORBIDDEN_RETRY)
+                    version = ""
+                    continue
                 if e.status != 410:
                     failures += 1
                     log.log(logging.WARNING if failures > 1 else logging.INFO,
@@ -367,6 +392,17 @@ class ClusterCache:
                 self._stop.wait(1.0)
                 version = ""
                 self.relists += 1
+
+    def _forbid(self, kind: Kind) -> None:
+        """RBAC forbids reading the one object of ``kind``: it counts as listed, with nothing
+        (what was held is dropped), and the log says so once, until it can be read again."""
+        with self._lock:
+            if kind.kind not in self._forbidden:
+                self._forbidden.add(kind.kind)
+                log.warning("%s; asking again every %.0f s", unreadable(kind), FORBIDDEN_RETRY)
+                self._objects[kind.kind] = {}
+                self._mark(kind.kind)
+        self._synced[kind.kind].set()
 
     def _watch(self, kind: Kind, version: str) -> str:
         """Follow the watch until it ends; returns the last resourceVersion seen."""

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from kubernetes import client
 
+from clueue.engine.kueueconfig import KUEUE_CONFIG_MAP
 from clueue.engine.snapshot import SCHEDULING_GROUP, SCHEDULING_VERSIONS
 
 from .errors import api_errors
@@ -31,6 +32,9 @@ class Kind:
     fixed_version: str = ""
     # read only where the served version lists it (Kueue before v0.14 served Topology as v1alpha1 only)
     optional: bool = False
+    # "namespace/name": the one object of the kind clueue reads, listed and watched by a field
+    # selector (RBAC grants that name only); it may be absent, its namespace too
+    only: str = ""
 
     def version(self, kueue: str) -> str:
         """The version a custom resource is read in, ``kueue`` being kueue.x-k8s.io's served one."""
@@ -47,6 +51,10 @@ class Kind:
             return client.CustomObjectsApi(api).list_cluster_custom_object, {
                 "group": self.group, "version": self.version(version), "plural": self.plural}
         core = client.CoreV1Api(api)
+        if self.only:
+            namespace, _, name = self.only.partition("/")
+            one: dict[str, Callable[..., Any]] = {"ConfigMap": core.list_namespaced_config_map}
+            return one[self.kind], {"namespace": namespace, "field_selector": f"metadata.name={name}"}
         calls: dict[str, Callable[..., Any]] = {
             "Namespace": core.list_namespace, "Pod": core.list_pod_for_all_namespaces, "Node": core.list_node,
             "PriorityClass": client.SchedulingV1Api(api).list_priority_class,
@@ -71,6 +79,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("MultiKueueCluster", "", "multikueueclusters", False, True, optional=True),
     Kind("PodGroup", "", "podgroups", True, True, SCHEDULING_GROUP, POD_GROUP_VERSION),
     Kind("Topology", "", "topologies", False, True, optional=True),
+    # Kueue's Configuration, whose fairSharing, admissionFairSharing and waitForPodsReady clueue
+    # decides by (engine/kueueconfig.py): that one ConfigMap, not every ConfigMap of the cluster
+    Kind("ConfigMap", "v1", "configmaps", True, False, only=KUEUE_CONFIG_MAP),
 )
 
 

@@ -9,13 +9,11 @@ from kubernetes import client
 
 from clueue.engine import Document, Snapshot, build_snapshot
 
-from clueue.engine.kueueconfig import KUEUE_CONFIG_MAP
-
 from .kinds import KUEUE_GROUP, Kind, kueue_version, served_kinds
 from . import retry
 from .errors import api_errors
 
-__all__ = ["read_cluster", "snapshot_documents", "to_document", "clean"]
+__all__ = ["read_cluster", "snapshot_documents", "to_document", "clean", "unreadable"]
 
 
 def clean(body: dict[str, Any]) -> dict[str, Any]:
@@ -43,32 +41,23 @@ def snapshot_documents(api: client.ApiClient) -> tuple[list[Document], list[str]
     for kind in served_kinds(api, version):
         call, args = kind.list_call(api, version or "")
         with api_errors(api, f"listing {kind.plural}"):
-            listed = retry.call(lambda: call(**args))
+            try:
+                listed = retry.call(lambda: call(**args))
+            except client.exceptions.ApiException as e:
+                if not (kind.only and e.status == 403):
+                    raise
+                notices.append(unreadable(kind))
+                continue
         items = listed["items"] if isinstance(listed, dict) else listed.items
         documents += [to_document(api, kind, version or "", item) for item in items]
-    config, notice = _kueue_config_map(api)
-    documents += config
-    notices += notice
     return documents, notices
 
 
-def _kueue_config_map(api: client.ApiClient) -> tuple[list[Document], list[str]]:
-    """Kueue's own Configuration (its ConfigMap), whose fair sharing sections clueue decides by
-    (docs/fair-sharing.md): one object read by name, not every ConfigMap of the cluster. Absent
-    or not readable, the cycle decides without them (and says so when it may not read it)."""
-    namespace, _, name = KUEUE_CONFIG_MAP.partition("/")
-    try:
-        item = retry.call(lambda: client.CoreV1Api(api).read_namespaced_config_map(name, namespace))
-    except client.exceptions.ApiException as e:
-        if e.status == 404:
-            return [], []
-        if e.status == 403:
-            return [], [f"ConfigMap {KUEUE_CONFIG_MAP} could not be read (forbidden): Kueue's fairSharing and "
-                        "admissionFairSharing settings are not known; clueue's own configuration's apply"]
-        with api_errors(api, f"reading ConfigMap {KUEUE_CONFIG_MAP}"):
-            raise
-    body = clean(dict(api.sanitize_for_serialization(item)))
-    return [Document(f"api:ConfigMap {KUEUE_CONFIG_MAP}", {**body, "apiVersion": "v1", "kind": "ConfigMap"})], []
+def unreadable(kind: Kind) -> str:
+    """The notice for the one object of ``kind`` (``Kind.only``: Kueue's ConfigMap) that RBAC
+    forbids reading: a cycle decides without it (docs/fair-sharing.md), which it says."""
+    return (f"{kind.kind} {kind.only} could not be read (forbidden): Kueue's fairSharing, admissionFairSharing "
+            "and waitForPodsReady settings are not known; only clueue's own --config applies")
 
 
 def read_cluster(api: client.ApiClient, read: list[Document] | None = None) -> Snapshot:

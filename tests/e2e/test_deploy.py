@@ -309,6 +309,7 @@ def _everywhere(verbs: str, group: str, resources: str) -> list[Access]:
 NEEDED: list[Access] = [
     *_everywhere("get list watch", "", "namespaces nodes"),
     *_everywhere("get list watch", "scheduling.k8s.io", "priorityclasses"),
+    *[(verb, "", "configmaps", "kueue-system", "kueue-manager-config") for verb in ("get", "list", "watch")],
     *_everywhere("get list watch", "kueue.x-k8s.io",
                  "resourceflavors clusterqueues cohorts localqueues workloadpriorityclasses admissionchecks"),
     *_everywhere("get list watch update", "scheduling.x-k8s.io", "podgroups"),
@@ -358,6 +359,11 @@ DENIED: list[Access] = _table(f"""
     create       pods/exec                                      team-a           -
     update       nodes                                          -                -
     create       configmaps                                     {NAMESPACE}    -
+    get          configmaps                                     kueue-system     another-config
+    list         configmaps                                     kueue-system     -
+    list         configmaps                                     -                -
+    update       configmaps                                     kueue-system     kueue-manager-config
+    create       configmaps                                     kueue-system     -
     update       clusterqueues.kueue.x-k8s.io                   -                -
     delete       localqueues.kueue.x-k8s.io                     team-a           -
     update       mutatingwebhookconfigurations.admissionregistration.k8s.io    -  another-webhook
