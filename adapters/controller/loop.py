@@ -389,17 +389,18 @@ class Controller:
         except Exception as e:  # noqa: BLE001 - it expires on its own after its duration
             log.warning("could not release the decider lease: %s", e)
 
-    def _tell(self, applied: ApplyResult) -> None:
-        """Log the apply's errors and warnings, each once while it lasts (a cycle that meets the
-        same refusal or over-committed quota as the last one does not say it again)."""
-        told = set(applied.errors) | set(applied.warnings)
-        for line in applied.errors:
-            if line not in self._told:
-                log.warning("apply: %s", line)
-        for line in applied.warnings:
+    def _tell(self, applied: ApplyResult, plan: Plan | None) -> None:
+        """Log the apply's errors and warnings, and the objects the snapshot left out as
+        malformed (a bad ConfigMap of Kueue's, a ClusterQueue...: their Warning Events say it on
+        the objects), each once while it lasts (a cycle that meets the same refusal or
+        over-committed quota as the last one does not say it again)."""
+        lines = [f"apply: {line}" for line in applied.errors] + list(applied.warnings) + [
+            f"{r.kind} {r.namespace + '/' if r.namespace else ''}{r.name}: {r.field + ': ' if r.field else ''}"
+            f"{r.message}; clueue cannot use it and leaves it out" for r in (plan.rejected if plan else ())]
+        for line in lines:
             if line not in self._told:
                 log.warning("%s", line)
-        self._told = told
+        self._told = set(lines)
 
     def _cycle(self, resync: bool) -> CycleResult:
         """One cycle; never raises (a failure is the result's ``error``)."""
@@ -438,7 +439,7 @@ class Controller:
                                        workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
             result.plan, result.applied, result.next_due = decided.plan, decided.applied, decided.next_due
             written = decided.applied.written
-            self._tell(decided.applied)
+            self._tell(decided.applied, decided.plan)
         except ClueueError as e:
             result.error = str(e)
         except Exception as e:  # noqa: BLE001 - a bug must not stop the controller: logged, retried
