@@ -211,7 +211,8 @@ def replay(cycle: int, policies: tuple[str, ...], exit_code: bool, db: str | Non
         if result.nominations:
             click.echo(f"\n{len(result.nominations)} dispatched workload(s) nominated to other workers:")
             for c in result.nominations:
-                click.echo(f"  {c.workload}  - {', '.join(c.recorded) or '(none)'}  + {', '.join(c.replayed) or '(none)'}")
+                click.echo(f"  {c.workload}  - {', '.join(c.recorded) or '(none)'}  "
+                           f"+ {', '.join(c.replayed) or '(none)'}")
     else:
         document = diff_document([result.diff], base, new)
         document["nominations"] = [c.to_dict() for c in result.nominations]

@@ -181,7 +181,8 @@ def render_log_bench(r: LogBenchResult) -> str:
     """The result for people, one figure a line."""
     return "\n".join([
         f"decision log, {r.cycles} cycles of a changing {r.scenario} ({r.objects:g} objects a cycle on average)",
-        f"  loop's thread: {r.loop_ms_mean:g} ms a cycle on average, p95 {r.loop_ms_p95:g} ms, max {r.loop_ms_max:g} ms "
+        f"  loop's thread: {r.loop_ms_mean:g} ms a cycle on average, p95 {r.loop_ms_p95:g} ms, "
+        f"max {r.loop_ms_max:g} ms "
         f"(deciding: {r.decide_ms_mean:g} ms a cycle)",
         f"  writer's thread: {r.record_ms_mean:g} ms CPU a cycle on average, p95 {r.record_ms_p95:g} ms, "
         f"max {r.record_ms_max:g} ms; {r.dropped} cycle(s) dropped (the writer too far behind)",

@@ -32,15 +32,15 @@ class JsonLinesSink:
         Raises:
             DecisionLogError: the file cannot be opened or written.
         """
-        line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
         try:
             if self.target == "-":
-                sys.stdout.write(line.decode())
+                sys.stdout.write(line)
                 sys.stdout.flush()
                 return
             if self._fd is None:
                 self._fd = os.open(self.target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            rest = memoryview(line)
+            rest = memoryview(line.encode())
             while rest:  # one write but for a line longer than the system takes at once
                 rest = rest[os.write(self._fd, rest):]
         except OSError as e:

@@ -11,7 +11,9 @@ whose mappings keep that order), so a replayed snapshot has the recorded digest.
 Hashing every object of a large cluster each cycle would cost more than deciding it, so an
 :class:`ObjectHasher` remembers each object's hash by its name and ``resourceVersion``
 (which the API server changes on every write): a cycle hashes only the objects that changed.
-Objects without a resourceVersion (read from files) are hashed every time.
+An object the cache hands over again as the same body (it replaces a body that changes, never
+edits one) is known by that alone, without looking up its version. Objects without a
+resourceVersion (read from files) are hashed every time.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class ObjectHasher:
     """Content hashes of documents, remembered by worker, name and resourceVersion across cycles."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, str], tuple[str, bytes]] = {}  # (worker, source) -> (resourceVersion, hash)
+        # worker ("" the manager) -> source -> (the body last seen, its resourceVersion, its hash)
+        self._known: dict[str, dict[str, tuple[Any, str, bytes]]] = {}
 
     def hashes(self, documents: Iterable[Document], workers: Mapping[str, Sequence[Document]] | None = None
                ) -> tuple[dict[bytes, Hashed], dict[bytes, bytes]]:
@@ -56,21 +59,25 @@ class ObjectHasher:
         """
         by_hash: dict[bytes, Hashed] = {}
         encoded: dict[bytes, bytes] = {}
-        known: dict[tuple[str, str], tuple[str, bytes]] = {}
-        groups = [("", documents), *sorted((workers or {}).items())]
-        for worker, docs in groups:
+        known: dict[str, dict[str, tuple[Any, str, bytes]]] = {}
+        for worker, docs in [("", documents), *sorted((workers or {}).items())]:
+            before, after = self._known.get(worker, {}), known.setdefault(worker, {})
             for doc in docs:
-                ident, version = (worker, doc.source), _version(doc)
-                hit = self._known.get(ident) if version else None
-                if hit and hit[0] == version:
-                    digest = hit[1]
+                hit = before.get(doc.source)
+                if hit is not None and hit[0] is doc.body:  # the very body hashed before
+                    after[doc.source] = hit
+                    by_hash[hit[2]] = (worker, doc)
+                    continue
+                version = _version(doc)
+                if hit is not None and version and hit[1] == version:
+                    digest = hit[2]
                 else:
                     text = dumps({"worker": worker, "source": doc.source, "body": doc.body} if worker
                                  else {"source": doc.source, "body": doc.body})
                     digest = hashlib.sha256(text).digest()[:HASH_BYTES]
                     encoded[digest] = text
                 if version:
-                    known[ident] = (version, digest)
+                    after[doc.source] = (doc.body, version, digest)
                 by_hash[digest] = (worker, doc)
         self._known = known  # objects gone from the cluster are forgotten
         return by_hash, encoded

@@ -2,9 +2,9 @@
 
 A :class:`Recorder` turns one cycle (the documents its snapshot was built from, those of each
 MultiKueue worker's view, its plan, its times) into a record, writes it to the SQLite store and
-to the JSON-lines sink if one is set, and enforces retention. It keeps what it needs to make the next cycle cheap: each object's hash
-by version (objects.py), each workload's last recorded state (records.py), the last manifest
-(manifests.py).
+to the JSON-lines sink if one is set, and enforces retention. It keeps what it needs to make the
+next cycle cheap: each object's hash by version (objects.py), each workload's last recorded
+state (records.py), the last manifest (manifests.py).
 
 Recording must never stop admissions: the controller records from a thread of its own and
 catches what :meth:`Recorder.record` raises, logs it, counts it and goes on (observer.py).

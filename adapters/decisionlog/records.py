@@ -2,9 +2,10 @@
 
 A record (``apiVersion: clueue.dev/v1, kind: DecisionCycle``, docs/decision-log.md) holds the
 cycle's id, time, origin, digests, summary, solver statistics, phases, actions, dispatch
-(MultiKueue's nominations and why), notices and rejected objects, and ``workloads``: only those whose state or reasons differ from what the log
-last recorded for them (a workload no longer in the plan once, as ``state: deleted``). A week of
-a busy cluster thus records each wait once per change, not once per cycle. A reason whose
+(MultiKueue's nominations and why), notices and rejected objects, and ``workloads``: only those
+whose state or reasons differ from what the log last recorded for them (a workload no longer in
+the plan once, as ``state: deleted``). A week of a busy cluster thus records each wait once per
+change, not once per cycle. A reason whose
 amounts or named workloads change (the quota short, the workloads admitted ahead of it this
 cycle) but not its code and the objects it is about is the same phase of the wait: a state
 records them as of the phase's first cycle (a replay of any cycle gives its exact reasons).
@@ -72,11 +73,11 @@ def signature(state: Mapping[str, Any]) -> tuple[Any, ...]:
             _reasons_signature((r["code"], r.get("details") or {}) for r in state.get("reasons", ())))
 
 
-def _entry_signature(entry: WorkloadEntry, known: dict[tuple[str, ...], tuple[Any, ...]]) -> tuple[Any, ...]:
+def _entry_signature(entry: WorkloadEntry, messages: tuple[str, ...],
+                     known: dict[tuple[str, ...], tuple[Any, ...]]) -> tuple[Any, ...]:
     # signature() of workload_state(entry), without building the state (most entries do not
     # change). Thousands of waiting workloads share their reasons word for word: the reasons'
-    # signature is worked out once per distinct list of messages (``known``).
-    messages = tuple(r.message for r in entry.reasons)
+    # signature is worked out once per distinct list of ``messages`` (``known``).
     reasons = known.get(messages)
     if reasons is None:
         reasons = known[messages] = _reasons_signature((r.code, r.details) for r in entry.reasons)
@@ -103,13 +104,13 @@ class StateTracker:
         for entry in entries:
             # Most entries are word for word as last cycle: compared as they are, their signature
             # is not worked out again.
-            fields = (entry.state, entry.queue, entry.cluster_queue, entry.priority, entry.admission,
-                      tuple([r.message for r in entry.reasons]))
+            messages = tuple([r.message for r in entry.reasons])
+            fields = (entry.state, entry.queue, entry.cluster_queue, entry.priority, entry.admission, messages)
             held = last.get(entry.name)
             if held is not None and held[0] == fields:
                 nxt[entry.name] = held
                 continue
-            sig = _entry_signature(entry, known)
+            sig = _entry_signature(entry, messages, known)
             nxt[entry.name] = (fields, sig)
             if held is None or held[1] != sig:
                 out.append(workload_state(entry))

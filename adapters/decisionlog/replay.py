@@ -65,7 +65,8 @@ def load_recorded(log: DecisionLog, cycle: int) -> Recorded:
     record = log.record(cycle)
     documents, by_worker = log.snapshot_documents(cycle)
     snapshot = rebuild_snapshot(documents, record.get("snapshotNotices"))
-    workers = {w["name"]: WorkerView(w["name"], rebuild_snapshot(by_worker.get(w["name"], []), w.get("snapshotNotices")),
+    workers = {w["name"]: WorkerView(w["name"], rebuild_snapshot(by_worker.get(w["name"], []),
+                                                                 w.get("snapshotNotices")),
                                      age=int(w.get("age", 0)), observed_at=w.get("observedAt"))
                for w in record.get("workers", [])}
     if workers:

@@ -15,9 +15,10 @@ has its cache stopped and dropped, with its view. A view's ``observed_at`` is wh
 last heard from the worker (a list, a watch event or bookmark, a watch the server ended at its
 timeout); its age is worked out from the cycle's time (``WorkerView.age_at``), so that a view
 that did not change keeps its snapshot's digest. A worker that stops answering keeps its last
-view, ageing until it is stale (``staleAfterSeconds``) or reported inactive. A worker whose cache has not listed every kind
-yet has no view ("nothing has been read from it yet"). A change in a worker (a workload
-admitted there, its quota changed) is passed to ``on_change``, e.g. to wake the decision loop.
+view, ageing until it is stale (``staleAfterSeconds``) or reported inactive. A worker whose
+cache has not listed every kind yet has no view ("nothing has been read from it yet"). A change
+in a worker (a workload admitted there, its quota changed) is passed to ``on_change``, e.g. to
+wake the decision loop.
 """
 
 from __future__ import annotations

@@ -132,3 +132,25 @@ def test_the_configuration_names_the_log(db: str, tmp_path: Path) -> None:
                                       "decisionLog": {"path": db}}))
     result = invoke("audit", "show", "1", "--config", str(config), "-o", "json")
     assert result.exit_code == 0 and json.loads(result.output)["id"] == 1
+
+
+def test_replay_lists_a_nomination_that_changed_and_exit_code_says_so(tmp_path: Path) -> None:
+    from clueue.adapters.decisionlog.recorder import Recorder
+    from clueue.engine import Config, load_policy, run_cycle
+    from tests.unit.test_decisionlog import NOW, T0, dispatching
+
+    observed = {"worker-a": NOW - 200.5, "worker-b": float(NOW), "worker-c": float(NOW)}
+    docs, by_worker, snapshot = dispatching(observed=observed)
+    # recorded as decided on a view of worker-a heard from at once: it alone was nominated
+    plan = run_cycle(dispatching(observed={**observed, "worker-a": float(NOW)})[2], load_policy(), Config(), now=NOW)
+    path = str(tmp_path / "log.db")
+    with Recorder.open(path, origin="controller", policy=load_policy(), config=Config()) as recorder:
+        recorder.record(started=T0, documents=docs, plan=plan, now=NOW, workers=snapshot.workers,
+                        worker_documents=by_worker)
+    text = invoke("audit", "replay", "1", "--db", path, "--exit-code")
+    assert text.exit_code == 1, text.output
+    assert "1 dispatched workload(s) nominated to other workers:\n  default/big  - worker-a  " \
+           "+ worker-a, worker-b, worker-c" in text.output
+    data = json.loads(invoke("audit", "replay", "1", "--db", path, "-o", "json").output)
+    assert data["nominations"] == [{"workload": "default/big", "recorded": ["worker-a"],
+                                    "replayed": ["worker-a", "worker-b", "worker-c"]}]
