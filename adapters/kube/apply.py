@@ -719,6 +719,8 @@ class _Applier:
                               else ("Requeued", "False", why, message))
             if code in _PODS_READY_EVICTIONS:  # requeued once its back-off ends, or deactivated
                 wanted.append(("Requeued", "False", why, message))
+            if entry is not None:  # no longer admitted: its pods wait to start again (waitForPodsReady)
+                wanted += _pods_ready(entry, status)
             conditions = _conditions(status.get("conditions", []), wanted)
             kept = {k: v for k, v in status.items() if k != "admission"}
             if code == "PodsReadyTimeout" and details:

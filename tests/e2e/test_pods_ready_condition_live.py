@@ -1,7 +1,7 @@
 """The PodsReady condition clueue records on the Workloads it makes for plain pods, against a
 real kube-apiserver (docs/pods-ready.md): WaitForStart while the pod is gated or waits, Started
 once it runs Ready, written once; WaitForRecovery when it is no longer Ready (not evicted: no
-recoveryTimeout), Recovered when it is again. Each cycle runs at a chosen time (the engine takes
+recoveryTimeout), Recovered when it is again; evicted past a recoveryTimeout, WaitForStart again. Each cycle runs at a chosen time (the engine takes
 ``now`` from its caller), and the pod's status is set as the kubelet would set it.
 """
 
@@ -28,9 +28,9 @@ def live(kube) -> Iterator[client.ApiClient]:
         yield api
 
 
-def cycle_at(api: client.ApiClient, ns: str, now: int) -> Decided:
-    done = decide_and_apply(api, POLICY, CONFIG, lease_namespace=ns,
-                            decide=lambda s: run_cycle(only(ns, s), POLICY, CONFIG, now=now))
+def cycle_at(api: client.ApiClient, ns: str, now: int, config: Config = CONFIG) -> Decided:
+    done = decide_and_apply(api, POLICY, config, lease_namespace=ns,
+                            decide=lambda s: run_cycle(only(ns, s), POLICY, config, now=now))
     assert not done.applied.errors, done.applied.errors
     return done
 
@@ -73,3 +73,24 @@ def test_the_workload_of_a_pod_records_whether_its_pod_is_ready(live: client.Api
     set_ready(live, ns, "p", True)
     cycle_at(live, ns, start + 660)
     assert pods_ready(live, ns, "pod-p") == ("True", "Recovered")
+
+
+def test_pods_that_stay_unready_past_the_recovery_timeout_are_evicted_waiting_to_start(live: client.ApiClient) -> None:
+    recovery = Config(wait_for_pods_ready=WaitForPodsReady(timeout_seconds=120, recovery_timeout_seconds=60,
+                                                           block_admission=False))
+    ns = queue_setup(live, tag(), nominal=4)
+    create(live, gated_pod(ns, "r", cpu="1"))
+    start = int(datetime.now(timezone.utc).timestamp())
+    cycle_at(live, ns, start, recovery)
+    set_ready(live, ns, "r", True)
+    cycle_at(live, ns, start + 30, recovery)
+    set_ready(live, ns, "r", False)
+    lost = cycle_at(live, ns, start + 600, recovery)
+    assert pods_ready(live, ns, "pod-r") == ("False", "WaitForRecovery")
+    assert lost.next_due == start + 660  # the recovery timeout runs from now
+    # past it (counted from the condition's time): evicted; its pods must start again
+    cycle_at(live, ns, start + 700, recovery)
+    wl = workload_object(live, ns, "pod-r")
+    assert "admission" not in wl["status"]
+    assert conditions(wl)["Evicted"] == ("True", "PodsReadyTimeout")
+    assert conditions(wl)["PodsReady"] == ("False", "WaitForStart")
