@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
+from typing import Any, Callable
 
 import yaml
 from click.testing import CliRunner
@@ -31,13 +33,26 @@ def audit(*args: str) -> dict:
     return json.loads(result.output)
 
 
-def test_the_controller_records_its_cycles_and_audit_why_tells_the_wait(cluster, api, tmp_path: Path) -> None:
-    t = tag()
-    ns = queue_setup(api, t, nominal=1)
-    db, lines = tmp_path / "log" / "decisions.db", tmp_path / "decisions.jsonl"
+def log_config(tmp_path: Path, db: Path, **extra: object) -> Path:
+    """A Configuration recording into ``db`` and tmp_path/decisions.jsonl."""
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"apiVersion": "clueue.dev/v1", "kind": "Configuration",
-                                      "decisionLog": {"path": str(db), "jsonLines": str(lines)}}))
+    config.write_text(yaml.safe_dump({"apiVersion": "clueue.dev/v1", "kind": "Configuration", **extra, "decisionLog": {
+        "path": str(db), "jsonLines": str(tmp_path / "decisions.jsonl")}}))
+    return config
+
+
+def holds(db: Path, name: str, state: str) -> Callable[[], bool]:
+    """Whether the log ``db`` has recorded workload ``name`` in ``state`` (to wait for)."""
+    def recorded() -> bool:
+        with DecisionLog.open(db) as log:
+            return any(s["state"] == state for _, _, s in log.history(name))
+    return recorded
+
+
+def one_waits(cluster: Any, api: client.ApiClient, config: Path) -> tuple[str, str, subprocess.Popen[bytes]]:
+    """Two pods in a queue with room for one, and a controller deciding them under ``config``:
+    the namespace, the pod left waiting and the controller, once the wait is on its Workload."""
+    ns = queue_setup(api, tag(), nominal=1)
     create(api, gated_pod(ns, "first"))
     create(api, gated_pod(ns, "second"))
     proc = start_controller(cluster, *FAST, "--config", str(config))
@@ -45,14 +60,27 @@ def test_the_controller_records_its_cycles_and_audit_why_tells_the_wait(cluster,
         wait_until(lambda: len(ungated(api, ns)) == 1, 60, "one of two pods ungated", proc=proc)
         (waiting,) = gated(api, ns)
         wait_until(lambda: waiting_recorded(api, ns, waiting), 30, f"{waiting} recorded as waiting", proc=proc)
-        finish(api, ns, next(iter(ungated(api, ns))))  # frees the quota
-        wait_until(lambda: not gated(api, ns), 30, f"{waiting} ungated once the other finished", proc=proc)
-        name = f"{ns}/pod-{waiting}"
+    except BaseException:
+        stop_controller(proc)
+        raise
+    return ns, waiting, proc
 
-        def admitted_recorded() -> bool:
-            with DecisionLog.open(db) as log:
-                return any(s["state"] == "admitted" for _, _, s in log.history(name))
-        wait_until(admitted_recorded, 30, f"{name}'s admission recorded", proc=proc)
+
+def admit_the_waiting_one(api: client.ApiClient, db: Path, ns: str, waiting: str, proc: Any) -> str:
+    """Finish the running pod; wait until the waiting one is ungated and recorded as admitted.
+    Returns its workload's name."""
+    finish(api, ns, next(iter(ungated(api, ns))))  # frees the quota
+    wait_until(lambda: not gated(api, ns), 30, f"{waiting} ungated once the other finished", proc=proc)
+    name = f"{ns}/pod-{waiting}"
+    wait_until(holds(db, name, "admitted"), 30, f"{name}'s admission recorded", proc=proc)
+    return name
+
+
+def test_the_controller_records_its_cycles_and_audit_why_tells_the_wait(cluster, api, tmp_path: Path) -> None:
+    db, lines = tmp_path / "log" / "decisions.db", tmp_path / "decisions.jsonl"
+    ns, waiting, proc = one_waits(cluster, api, log_config(tmp_path, db))
+    try:
+        name = admit_the_waiting_one(api, db, ns, waiting, proc)
     finally:
         code = stop_controller(proc)
     assert code == 0, controller_log(proc)[-3000:]
@@ -92,20 +120,12 @@ def test_apply_record_appends_its_cycle(cluster, api, tmp_path: Path) -> None:
     assert audit("replay", "1", "--db", str(db))["snapshots"][0]["changes"] == []
 
 
-def log_config(tmp_path: Path, **extra: object) -> Path:
-    """A Configuration recording into tmp_path/decisions.db and tmp_path/decisions.jsonl."""
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"apiVersion": "clueue.dev/v1", "kind": "Configuration", **extra, "decisionLog": {
-        "path": str(tmp_path / "decisions.db"), "jsonLines": str(tmp_path / "decisions.jsonl")}}))
-    return config
-
-
 def test_a_dispatching_cycle_replays_to_the_same_nomination(planes, tmp_path: Path) -> None:
     manager, workers = planes
     ns = connect_workers(manager, workers)
     db = tmp_path / "decisions.db"
-    proc = start_controller(manager, "--config", str(log_config(tmp_path, multiKueue={"syncPeriod": "500ms"})),
-                            "--batch-window", "0.05")
+    config = log_config(tmp_path, db, multiKueue={"syncPeriod": "500ms"})
+    proc = start_controller(manager, "--config", str(config), "--batch-window", "0.05")
     api = manager.api_client()
     try:
         port = metrics_port(proc)
@@ -137,23 +157,12 @@ def test_a_dispatching_cycle_replays_to_the_same_nomination(planes, tmp_path: Pa
 
 
 def test_a_killed_controller_leaves_whole_records_and_the_next_carries_on(cluster, api, tmp_path: Path) -> None:
-    t = tag()
-    ns = queue_setup(api, t, nominal=1)
     db, lines = tmp_path / "decisions.db", tmp_path / "decisions.jsonl"
-    config = log_config(tmp_path)
-    create(api, gated_pod(ns, "first"))
-    create(api, gated_pod(ns, "second"))
-    proc = start_controller(cluster, *FAST, "--config", str(config))
+    config = log_config(tmp_path, db)
+    ns, waiting, proc = one_waits(cluster, api, config)
     try:
-        wait_until(lambda: len(ungated(api, ns)) == 1, 60, "one of two pods ungated", proc=proc)
-        (waiting,) = gated(api, ns)
-        wait_until(lambda: waiting_recorded(api, ns, waiting), 30, f"{waiting} recorded as waiting", proc=proc)
         name = f"{ns}/pod-{waiting}"
-
-        def recorded_waiting() -> bool:
-            with DecisionLog.open(db) as log:
-                return any(s["state"] == "pending" for _, _, s in log.history(name))
-        wait_until(recorded_waiting, 30, f"{name}'s wait recorded", proc=proc)
+        wait_until(holds(db, name, "pending"), 30, f"{name}'s wait recorded", proc=proc)
     finally:
         proc.send_signal(signal.SIGKILL)  # no flush, no close: whatever was being written is cut
         proc.wait()
@@ -170,13 +179,7 @@ def test_a_killed_controller_leaves_whole_records_and_the_next_carries_on(cluste
 
     proc = start_controller(cluster, *FAST, "--config", str(config))
     try:
-        finish(api, ns, next(iter(ungated(api, ns))))  # frees the quota
-        wait_until(lambda: not gated(api, ns), 30, f"{waiting} ungated once the other finished", proc=proc)
-
-        def admitted_recorded() -> bool:
-            with DecisionLog.open(db) as log:
-                return any(s["state"] == "admitted" for _, _, s in log.history(name))
-        wait_until(admitted_recorded, 30, f"{name}'s admission recorded", proc=proc)
+        admit_the_waiting_one(api, db, ns, waiting, proc)
     finally:
         code = stop_controller(proc)
     assert code == 0, controller_log(proc)[-3000:]
