@@ -403,6 +403,19 @@ class KueueWorkload:
     pods_ready_reason: str = ""
     requeue_count: int = 0
     requeue_at: int = 0
+    # its Evicted condition while True (it stays so until quota is reserved again): Kueue's
+    # reason (PodsReadyTimeout, AdmissionCheck, Preempted...) and when it turned True
+    evicted_reason: str = ""
+    evicted_at: int = 0
+
+    def requeued_at(self, requeuing_timestamp: str) -> int:
+        """When it was put back in its queue by an eviction that orders it anew there, as
+        Kueue orders a queue (its GetQueueOrderTimestamp; docs/pods-ready.md): the time of its
+        eviction by an admission check, or by waitForPodsReady's timeout when
+        ``requeuingStrategy.timestamp`` (``requeuing_timestamp``) is ``Eviction``; 0 otherwise
+        (it is ordered by its creation, ``Creation`` keeping its place of before)."""
+        timed = self.evicted_reason == "PodsReadyTimeout" and requeuing_timestamp == "Eviction"
+        return self.evicted_at if timed or self.evicted_reason == "AdmissionCheck" else 0
 
 
 @dataclass(frozen=True)

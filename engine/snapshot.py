@@ -832,8 +832,8 @@ def _workload(f: Fields) -> KueueWorkload:
 
 
 def _pods_ready(f: Fields) -> dict[str, Any]:
-    """The waitForPodsReady state of a Workload (podsready.py): its ``PodsReady`` condition and
-    ``status.requeueState``."""
+    """The waitForPodsReady state of a Workload (podsready.py): its ``PodsReady`` condition,
+    ``status.requeueState`` and its ``Evicted`` condition."""
     out: dict[str, Any] = {"requeue_count": f.count("status.requeueState.count", 0)}
     if f.get("status.requeueState.requeueAt") is not None:
         out["requeue_at"] = f.timestamp("status.requeueState.requeueAt")
@@ -841,6 +841,9 @@ def _pods_ready(f: Fields) -> dict[str, Any]:
         if c.get("type") == "PodsReady":
             out.update(pods_ready=c.get("status") == "True", pods_ready_reason=str(c.get("reason") or ""),
                        pods_ready_since=f.timestamp(f"{p}.lastTransitionTime", c.get("lastTransitionTime")))
+        if c.get("type") == "Evicted" and c.get("status") == "True":  # orders it when requeued (requeued_at)
+            out.update(evicted_reason=str(c.get("reason") or ""),
+                       evicted_at=f.timestamp(f"{p}.lastTransitionTime", c.get("lastTransitionTime")))
     return out
 
 

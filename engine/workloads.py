@@ -71,7 +71,7 @@ class Workload:
     name: str
     queue: str
     priority: int
-    created: int
+    created: int  # what it is ordered by in its queue: its creation, or its requeue (KueueWorkload.requeued_at)
     pod_sets: tuple[PodSetSpec, ...]
     origin: str  # "pod", "pod-group" or "workload"
     pods: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
@@ -638,14 +638,18 @@ class _Builder:
             if retry is not None:  # a check asks to retry: not considered while it does
                 w = self._merge_object(built, replace(obj, checks=()))
                 return replace(w, held=w.held + (retry,))
+        # a requeued one is ordered by when it was requeued (Kueue's requeuingStrategy.timestamp)
+        settings = self.snap.kueue_settings.wait_for_pods_ready
+        requeued = obj.requeued_at(settings.requeuing_timestamp if settings else "Eviction")
         if built is not None:
-            return self._checked(replace(built, admission=obj.admission or built.admission,
+            return self._checked(replace(built, created=requeued or built.created,
+                                      admission=obj.admission or built.admission,
                                       finished=built.finished or obj.finished, reclaimable=obj.reclaimable,
                                       held=() if obj.admission else built.held, checks=checks,
                                       confirmed=obj.admitted, **remote), obj.active)
         return self._checked(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
-            priority=self._object_priority(obj), created=obj.created,
+            priority=self._object_priority(obj), created=requeued or obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
             reclaimable=obj.reclaimable, checks=checks, confirmed=obj.admitted, **remote,
         ), obj.active)
