@@ -12,6 +12,10 @@ keeps using ``u`` approaches ``u``. A half-life of 0 forgets at once (consumed i
 without the status starts empty, stamped now (its first sample folds in nothing, as Kueue's).
 Resources are summed over flavors.
 
+**Entry penalty.** A LocalQueue that admits a workload is sampled at once, between samples
+too, and the workload's requests times ``alpha`` of one sampling interval are added, as Kueue
+settles an admission: a burst of submissions counts against its queue before the next sample.
+
 Pure: the previous status comes from the snapshot (so a restarted controller continues from
 it), the time from the caller; the adapter writes what :func:`consumed_updates` returns, and
 ordering (fairsharing.py) reads it back from the next snapshot.
@@ -26,10 +30,11 @@ from typing import Mapping
 from .config import AdmissionFairSharing
 from .objects import LocalQueue
 from .fairsharing import held_quota
-from .queues import QueueStatuses
+from .plan import Plan
+from .queues import QueueStatuses, entry_usage
 from .snapshot import Snapshot
 
-__all__ = ["ConsumedUsage", "decayed", "sample", "sampled_queues", "consumed_updates", "next_sample",
+__all__ = ["ConsumedUsage", "decayed", "entry_penalty", "sample", "admitted_requests", "sampled_queues", "consumed_updates", "next_sample",
            "admitted_usage"]
 
 #: Decayed amounts are kept to a thousandth of a unit (milli-cpu; bytes and counts likewise).
@@ -57,26 +62,56 @@ def decayed(previous: Mapping[str, Fraction], usage: Mapping[str, Fraction], ela
     """
     if half_life <= 0:
         return {}
-    alpha = 1.0 - 0.5 ** (max(0.0, elapsed) / half_life)
+    alpha = _alpha(elapsed, half_life)
+    return _rounded({r: float(previous.get(r, 0)) * (1.0 - alpha) + float(usage.get(r, 0)) * alpha
+                     for r in set(previous) | set(usage)})
+
+
+def entry_penalty(requests: Mapping[str, Fraction], settings: AdmissionFairSharing) -> dict[str, Fraction]:
+    """Kueue's entry penalty of a workload admitted between two samples: its ``requests`` times
+    what one sampling interval moves consumed usage (``alpha`` of ``usageSamplingInterval``), added
+    to its LocalQueue's consumed usage at once, so that a burst of admissions counts before the
+    next sample.
+
+    >>> entry_penalty({"cpu": Fraction(4)}, AdmissionFairSharing(half_life_seconds=60, sampling_seconds=60))
+    {'cpu': Fraction(2, 1)}
+    """
+    if settings.half_life_seconds <= 0:
+        return {}
+    alpha = _alpha(settings.sampling_seconds, settings.half_life_seconds)
+    return _rounded({r: float(q) * alpha for r, q in requests.items()})
+
+
+def sample(lq: LocalQueue, usage: Mapping[str, Fraction], now: int, settings: AdmissionFairSharing,
+           penalty: Mapping[str, Fraction] | None = None) -> ConsumedUsage | None:
+    """The status ``lq`` gets at ``now`` given what its admitted workloads hold (``usage``) and
+    the entry penalty of the workloads it admits now (``penalty``, :func:`entry_penalty`); None
+    while its last sample is younger than the sampling interval and it admits nothing (nothing
+    to write). A queue that admits is sampled at once, with the penalty added, as Kueue settles
+    an admission."""
+    if lq.consumed_at and now - lq.consumed_at < settings.sampling_seconds and not penalty:
+        return None
+    # no status yet: it starts empty, stamped now (its first sample folds in no usage)
+    base = decayed(lq.consumed, usage, now - lq.consumed_at, settings.half_life_seconds) if lq.consumed_at else {}
+    added = dict(base)
+    for r, q in (penalty or {}).items():
+        added[r] = added.get(r, Fraction(0)) + q
+    return ConsumedUsage(added, now)
+
+
+def _alpha(elapsed: float, half_life: float) -> float:
+    """How far consumed usage moves toward current usage in ``elapsed`` seconds."""
+    return 1.0 - 0.5 ** (max(0.0, elapsed) / half_life)
+
+
+def _rounded(values: Mapping[str, float]) -> dict[str, Fraction]:
+    """``values`` to a thousandth, zeros left out, by resource name."""
     out = {}
-    for r in sorted(set(previous) | set(usage)):
-        value = float(previous.get(r, 0)) * (1.0 - alpha) + float(usage.get(r, 0)) * alpha
-        rounded = Fraction(round(value * _PRECISION), _PRECISION)
+    for r in sorted(values):
+        rounded = Fraction(round(values[r] * _PRECISION), _PRECISION)
         if rounded:
             out[r] = rounded
     return out
-
-
-def sample(lq: LocalQueue, usage: Mapping[str, Fraction], now: int, settings: AdmissionFairSharing
-           ) -> ConsumedUsage | None:
-    """The status ``lq`` gets at ``now`` given what its admitted workloads hold (``usage``);
-    None while its last sample is younger than the sampling interval (nothing to write)."""
-    if not lq.consumed_at:  # no status yet: starts empty, stamped now
-        return ConsumedUsage({}, now)
-    elapsed = now - lq.consumed_at
-    if elapsed < settings.sampling_seconds:
-        return None
-    return ConsumedUsage(decayed(lq.consumed, usage, elapsed, settings.half_life_seconds), now)
 
 
 def sampled_queues(snapshot: Snapshot) -> list[LocalQueue]:
@@ -90,16 +125,19 @@ def sampled_queues(snapshot: Snapshot) -> list[LocalQueue]:
             and not snapshot.cluster_queues[lq.cluster_queue].stopped]
 
 
-def consumed_updates(snapshot: Snapshot, usage: Mapping[str, Mapping[str, Fraction]], now: int
-                     ) -> dict[str, ConsumedUsage]:
+def consumed_updates(snapshot: Snapshot, usage: Mapping[str, Mapping[str, Fraction]], now: int,
+                     admitted: Mapping[str, Mapping[str, Fraction]] | None = None) -> dict[str, ConsumedUsage]:
     """LocalQueue key -> its new consumed usage at ``now``, for each sampled queue whose
-    sample is due; ``usage``: LocalQueue key -> what its admitted workloads hold, by resource."""
+    sample is due or that admits now; ``usage``: LocalQueue key -> what its admitted workloads
+    hold, by resource; ``admitted``: LocalQueue key -> the requests of the workloads admitted now
+    (:func:`admitted_requests`), whose entry penalty is added."""
     settings = snapshot.kueue_settings.admission_fair_sharing
     out = {}
     for lq in sampled_queues(snapshot):
         assert settings is not None
         key = f"{lq.namespace}/{lq.name}"
-        update = sample(lq, usage.get(key, {}), now, settings)
+        requests = (admitted or {}).get(key)
+        update = sample(lq, usage.get(key, {}), now, settings, entry_penalty(requests, settings) if requests else None)
         if update is not None:
             out[key] = update
     return out
@@ -128,4 +166,17 @@ def admitted_usage(statuses: QueueStatuses) -> dict[str, dict[str, Fraction]]:
         for (_, r), q in held_quota(lq.flavors_usage).items():
             held[r] = held.get(r, Fraction(0)) + q
         out[key] = {r: q for r, q in held.items() if q}
+    return out
+
+
+def admitted_requests(plan: Plan) -> dict[str, dict[str, Fraction]]:
+    """LocalQueue key -> what the workloads ``plan`` admits (its ``admit`` actions) request,
+    by resource: their entry penalty's base."""
+    admits = {a.target for a in plan.actions if a.kind == "admit"}
+    out: dict[str, dict[str, Fraction]] = {}
+    for entry in plan.workloads:
+        if entry.name in admits and entry.state == "admitted":
+            held = out.setdefault(f"{entry.name.split('/', 1)[0]}/{entry.queue}", {})
+            for (_, r), q in entry_usage(entry).items():
+                held[r] = held.get(r, Fraction(0)) + q
     return out

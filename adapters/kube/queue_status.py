@@ -11,7 +11,8 @@ Cohort's ``status.fairSharing.weightedShare`` is the share the policy compares
 (engine/fairsharing.py), in Kueue's unit; with it off, their ``fairSharing`` is removed, as
 Kueue does. With admission fair sharing on, each LocalQueue's
 ``status.fairSharing.admissionFairSharingStatus`` (``consumedResources``, ``lastUpdate``) is
-sampled every ``usageSamplingInterval`` at the plan's time (engine/admission_usage.py), beside
+sampled every ``usageSamplingInterval`` at the plan's time, and at once with the entry penalty
+of the workloads the plan admits there (engine/admission_usage.py), beside
 ``weightedShare: 0`` (Kueue computes no share for a LocalQueue); between samples it is left as it is.
 
 Every write is fenced by the decider lease, as apply.py's are, and retried from a fresh read
@@ -25,7 +26,7 @@ from typing import Any, Callable
 from kubernetes import client
 
 from clueue.engine import Plan, Snapshot
-from clueue.engine.admission_usage import ConsumedUsage, admitted_usage, consumed_updates
+from clueue.engine.admission_usage import ConsumedUsage, admitted_requests, admitted_usage, consumed_updates
 from clueue.engine.facts import Node
 from clueue.engine.fairsharing import held_quota, status_shares
 from clueue.engine.podgroups import rfc3339
@@ -104,7 +105,8 @@ def _fair_sharing(snapshot: Snapshot, plan: Plan, statuses: QueueStatuses
     if settings.fair_sharing is not None:
         shares = status_shares(snapshot, {name: held_quota(cq.flavors_reservation)
                                           for name, cq in statuses.cluster_queues.items()})
-    consumed = {} if plan.decided_at is None else consumed_updates(snapshot, admitted_usage(statuses), plan.decided_at)
+    consumed = {} if plan.decided_at is None else consumed_updates(snapshot, admitted_usage(statuses), plan.decided_at,
+                                                                    admitted_requests(plan))
     return shares, consumed
 
 

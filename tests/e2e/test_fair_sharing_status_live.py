@@ -2,7 +2,8 @@
 sharing on, ClusterQueues and Cohorts get ``status.fairSharing.weightedShare`` as Kueue reports
 it, removed again when it is off; with admission fair sharing on, each LocalQueue's
 ``status.fairSharing.admissionFairSharingStatus`` is sampled every usageSamplingInterval with
-its half-life decay, and what is written is what the next cycle orders by. Each cycle runs at a
+its half-life decay (and at once, with the entry penalty, when it admits), and what is written
+is what the next cycle orders by. Each cycle runs at a
 chosen time (the engine takes ``now`` from its caller), so the test waits for no clock; a
 last test runs ``clueue controller``, which samples again by itself while nothing changes.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ from kubernetes import client
 
 from clueue.adapters.kube.decide import Decided, decide_and_apply
 from clueue.engine import Config, run_cycle
+from clueue.engine.admission_usage import decayed, entry_penalty
+from clueue.engine.quantity import format_quantity
 from clueue.engine.config import AdmissionFairSharing, FairSharing
 from tests.e2e.controller_harness import api, cluster, start_controller, stop_controller, wait_until  # noqa: F401
 from tests.e2e.test_adapter import KUEUE, create, tag
@@ -95,9 +99,16 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     assert status(live, "clusterqueues", f"a-{t}")["fairSharing"] == {"weightedShare": 250}
     assert status(live, "clusterqueues", f"b-{t}")["fairSharing"] == {"weightedShare": 0}
     assert status(live, "cohorts", f"co-{t}")["fairSharing"] == {"weightedShare": 0}
-    # the first sample starts from nothing, stamped at the cycle's time; the next is due an interval on
+    # the first sample starts from nothing, stamped at the cycle's time, x's with the entry penalty
+    # of the 4 cpu it admits; y's empty; the next is due an interval on
+    afs = FAIR.admission_fair_sharing
+    assert afs is not None
+    penalty = entry_penalty({"cpu": Fraction(4)}, afs)
     x = status(live, "localqueues", "x", ns)["fairSharing"]
-    assert x == {"weightedShare": 0, "admissionFairSharingStatus": {"consumedResources": {}, "lastUpdate": stamp(start)}}
+    assert x == {"weightedShare": 0, "admissionFairSharingStatus": {
+        "consumedResources": {"cpu": format_quantity(penalty["cpu"])}, "lastUpdate": stamp(start)}}
+    y = status(live, "localqueues", "y", ns)["fairSharing"]["admissionFairSharingStatus"]
+    assert y == {"consumedResources": {}, "lastUpdate": stamp(start)}
     assert first.next_due == start + 300
 
     # within the interval: nothing sampled, nothing written for the queues
@@ -108,7 +119,9 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     later = cycle_at(live, ns, start + HOUR)
     assert f"status LocalQueue {ns}/x" in later.applied.writes
     x = status(live, "localqueues", "x", ns)["fairSharing"]["admissionFairSharingStatus"]
-    assert x == {"consumedResources": {"cpu": "2"}, "lastUpdate": stamp(start + HOUR)}
+    halfway = decayed(penalty, {"cpu": Fraction(4)}, HOUR, HOUR)["cpu"]
+    assert abs(halfway - (penalty["cpu"] + 4) / 2) <= Fraction(1, 1000)  # kept to a thousandth
+    assert x == {"consumedResources": {"cpu": format_quantity(halfway)}, "lastUpdate": stamp(start + HOUR)}
     assert status(live, "localqueues", "y", ns)["fairSharing"]["admissionFairSharingStatus"]["consumedResources"] == {}
 
     # the next cycle orders by what was written: y's workload goes before x's, though x's is older
@@ -120,11 +133,11 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     assert ranks[f"{ns}/y1"] < ranks[f"{ns}/x2"]
 
     # fair sharing off: the shares are removed, as Kueue removes them; the consumed usage stays
+    kept = status(live, "localqueues", "x", ns)["fairSharing"]
     cycle_at(live, ns, start + HOUR + 120, Config())
     assert "fairSharing" not in status(live, "clusterqueues", f"a-{t}")
     assert "fairSharing" not in status(live, "cohorts", f"co-{t}")
-    assert status(live, "localqueues", "x", ns)["fairSharing"]["admissionFairSharingStatus"]["consumedResources"] == {
-        "cpu": "2"}
+    assert status(live, "localqueues", "x", ns)["fairSharing"] == kept
 
 
 def test_the_controller_samples_consumed_usage_by_itself(cluster: ControlPlane, api: client.ApiClient,

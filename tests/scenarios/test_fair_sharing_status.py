@@ -6,10 +6,11 @@ to order the LocalQueues of one ClusterQueue."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from fractions import Fraction
 from typing import Any
 
 from clueue.engine import Config, Document, Snapshot, build_snapshot, load_policy, run_cycle
-from clueue.engine.admission_usage import admitted_usage, consumed_updates
+from clueue.engine.admission_usage import admitted_requests, admitted_usage, consumed_updates, decayed, entry_penalty
 from clueue.engine.config import FairSharing
 from clueue.engine.facts import Node
 from clueue.engine.fairsharing import MAX_WEIGHTED_SHARE, held_quota, status_shares, with_settings
@@ -86,3 +87,19 @@ def test_consumed_usage_is_sampled_with_its_decay_and_orders_the_next_cycle():
     # within the interval nothing is sampled again
     assert consumed_updates(snapshot_of(*after), admitted_usage(queue_statuses(snapshot_of(*after), replan)),
                             T0 + 60) == {}
+
+
+def test_a_queue_that_admits_is_sampled_at_once_with_the_entry_penalty():
+    # sampled a minute ago: only y, which admits a 2-cpu workload now, is sampled again, with
+    # its penalty (2 cpu times what a 5 min interval moves in a 1 h half-life) on top
+    objs = [*afs_objects(x_cpu="1", y_cpu="1", x_at=T0 - 60, y_at=T0 - 60), workload("from-y", queue="y", cpu="2")]
+    snapshot = snapshot_of(*objs)
+    plan = run_cycle(snapshot, load_policy(()), Config(), now=T0)
+    assert plan.workload("default/from-y").state == "admitted"
+    assert admitted_requests(plan) == {"default/y": {"cpu": 2}}
+    updates = consumed_updates(snapshot, admitted_usage(queue_statuses(snapshot, plan)), T0, admitted_requests(plan))
+    afs = snapshot.kueue_settings.admission_fair_sharing
+    assert afs is not None and set(updates) == {"default/y"}
+    expected = decayed({"cpu": Fraction(1)}, {"cpu": Fraction(2)}, 60, HALF_LIFE)["cpu"] + \
+        entry_penalty({"cpu": Fraction(2)}, afs)["cpu"]
+    assert updates["default/y"].resources == {"cpu": expected} and updates["default/y"].last_update == T0

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from clueue.engine import Document, SnapshotError, build_snapshot
-from clueue.engine.admission_usage import decayed, next_sample, sample, sampled_queues
+from clueue.engine.admission_usage import decayed, entry_penalty, next_sample, sample, sampled_queues
 from clueue.engine.config import AdmissionFairSharing
 from clueue.engine.objects import LocalQueue
 from tests.scenarios.test_fair_sharing import kueue_config
@@ -66,3 +66,17 @@ def test_a_sampling_interval_must_be_positive():
     bad = kueue_config("kind: Configuration\nadmissionFairSharing:\n  usageSamplingInterval: 0s\n")
     with pytest.raises(SnapshotError, match="admissionFairSharing.usageSamplingInterval"):
         build_snapshot([Document("cm#1", bad)])
+
+
+def test_an_admission_is_sampled_at_once_with_its_entry_penalty():
+    # one sampling interval of a half-life of 5 min moves usage halfway: the penalty is half the requests
+    afs = AdmissionFairSharing(half_life_seconds=300, sampling_seconds=300)
+    assert entry_penalty({"cpu": Fraction(4), "memory": Fraction(2**30)}, afs) == {"cpu": 2, "memory": 2**29}
+    lq = LocalQueue("ns", "q", "cq", consumed={"cpu": Fraction(8)}, consumed_at=1000)
+    # within the interval (here at its very start: nothing decays), sampled anyway with the penalty
+    got = sample(lq, {"cpu": Fraction(4)}, 1000, afs, entry_penalty({"cpu": Fraction(4)}, afs))
+    assert got is not None and (got.resources, got.last_update) == ({"cpu": 10}, 1000)
+    # no status yet: the penalty alone
+    fresh = sample(LocalQueue("ns", "q", "cq"), {"cpu": Fraction(4)}, 5000, afs, {"cpu": Fraction(2)})
+    assert fresh is not None and fresh.resources == {"cpu": 2}
+    assert entry_penalty({"cpu": Fraction(4)}, AdmissionFairSharing(half_life_seconds=0)) == {}
