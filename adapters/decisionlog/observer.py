@@ -130,13 +130,15 @@ class CycleRecorder:
             log.exception("decision log %s: cycle not recorded", self.settings.path)
             return
         with self._cond:
-            if self._closing:
-                return
-            full = len(self._queue) >= self.queue_size
-            if not full:
+            closed = self._closing
+            full = not closed and len(self._queue) >= self.queue_size
+            if not closed and not full:
                 self._queue.append(inputs)
                 self._start()
                 self._cond.notify_all()
+        if closed:  # a cycle that ended after the stop (past its grace): counted, not recorded
+            self.on_error()
+            return
         if full:
             self.dropped += 1
             self._dropping += 1

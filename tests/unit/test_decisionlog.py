@@ -390,6 +390,8 @@ def test_the_observer_hands_cycles_to_a_writer_and_counts_those_it_cannot_queue(
     release.set()
     assert observer.flush()
     observer.close()
+    observer(_Result(documents(objects(B))))  # after the close (a cycle past the stop's grace): counted
+    assert failures == [1, 1]
     with DecisionLog.open(tmp_path / "log.db") as log:
         assert log.cycle_ids() == (1, 2)
         assert [w["name"] for w in log.record(2)["workloads"]] == ["default/b"]
