@@ -10,44 +10,27 @@ last test runs ``clueue controller``, which samples again by itself while nothin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from kubernetes import client
 
-from clueue.adapters.kube.decide import Decided, decide_and_apply
-from clueue.engine import Config, run_cycle
+from clueue.engine import Config
 from clueue.engine.admission_usage import decayed, entry_penalty
 from clueue.engine.quantity import format_quantity
 from clueue.engine.config import AdmissionFairSharing, FairSharing
 from tests.e2e.controller_harness import api, cluster, start_controller, stop_controller, wait_until  # noqa: F401
 from tests.e2e.test_adapter import KUEUE, create, tag
-from tests.e2e.test_plain_pods_live import POLICY, only
+from tests.e2e.test_pods_ready_condition_live import cycle_at, live  # noqa: F401
 from tests.testenv.control_plane import ControlPlane
 
 GROUP = "kueue.x-k8s.io"
 HOUR = 3600
 FAIR = Config(fair_sharing=FairSharing(),
               admission_fair_sharing=AdmissionFairSharing(half_life_seconds=HOUR, sampling_seconds=300))
-
-
-@pytest.fixture
-def live(kube: ControlPlane) -> Iterator[client.ApiClient]:
-    with kube.api_client() as api:
-        yield api
-
-
-def cycle_at(api: client.ApiClient, ns: str, now: int, config: Config = FAIR) -> Decided:
-    """One controller cycle over namespace ``ns`` at time ``now``."""
-    done = decide_and_apply(api, POLICY, config, lease_namespace=ns,
-                            decide=lambda s: run_cycle(only(ns, s), POLICY, config, now=now))
-    assert not done.applied.errors, done.applied.errors
-    return done
 
 
 def stamp(epoch: int) -> str:
@@ -93,7 +76,7 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     create(live, job(ns, "x1", "x", "4"))
     start = int(datetime.now(timezone.utc).timestamp())
 
-    first = cycle_at(live, ns, start)
+    first = cycle_at(live, ns, start, FAIR)
     assert first.plan is not None and first.plan.workload(f"{ns}/x1").state == "admitted"
     # a borrows 2 of the 8 cpu its cohort can lend: 0.25, Kueue's 250; b and the root: 0
     assert status(live, "clusterqueues", f"a-{t}")["fairSharing"] == {"weightedShare": 250}
@@ -112,11 +95,11 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     assert first.next_due == start + 300
 
     # within the interval: nothing sampled, nothing written for the queues
-    quiet = cycle_at(live, ns, start + 60)
+    quiet = cycle_at(live, ns, start + 60, FAIR)
     assert not [w for w in quiet.applied.writes if w.startswith("status") and t in w], quiet.applied.writes
 
     # a half-life on: x's consumption is halfway to the 4 cpu it holds; y's stays empty
-    later = cycle_at(live, ns, start + HOUR)
+    later = cycle_at(live, ns, start + HOUR, FAIR)
     assert f"status LocalQueue {ns}/x" in later.applied.writes
     x = status(live, "localqueues", "x", ns)["fairSharing"]["admissionFairSharingStatus"]
     halfway = decayed(penalty, {"cpu": Fraction(4)}, HOUR, HOUR)["cpu"]
@@ -127,7 +110,7 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
     # the next cycle orders by what was written: y's workload goes before x's, though x's is older
     create(live, job(ns, "x2", "x", "2"))
     create(live, job(ns, "y1", "y", "2"))
-    ordered = cycle_at(live, ns, start + HOUR + 60)
+    ordered = cycle_at(live, ns, start + HOUR + 60, FAIR)
     assert ordered.plan is not None
     ranks = {w.name: w.rank for w in ordered.plan.workloads if w.rank is not None}
     assert ranks[f"{ns}/y1"] < ranks[f"{ns}/x2"]

@@ -29,6 +29,7 @@ def live(kube) -> Iterator[client.ApiClient]:
 
 
 def cycle_at(api: client.ApiClient, ns: str, now: int, config: Config = CONFIG) -> Decided:
+    """One controller cycle over namespace ``ns`` at time ``now`` with ``config``; no errors."""
     done = decide_and_apply(api, POLICY, config, lease_namespace=ns,
                             decide=lambda s: run_cycle(only(ns, s), POLICY, config, now=now))
     assert not done.applied.errors, done.applied.errors
