@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
+from clueue.adapters.kube import read_cluster
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
     CONTROLLER_NS, api, cluster, controller_log, start_controller, stop_controller, wait_until,
 )
@@ -154,6 +155,9 @@ def test_without_the_rbac_rule_the_controller_says_so_once_and_decides_without_i
         wait_until(lambda: admitted(api, ns, "first"), 60, "a Workload admitted", proc=proc)
         wait_until(lambda: f"ConfigMap {NAMESPACE}/{NAME} could not be read (forbidden)" in controller_log(proc), 30,
                    "the log line saying the ConfigMap may not be read", proc=proc)
+        with config.new_client_from_config(config_file=str(service_account)) as as_controller:
+            notices = read_cluster(as_controller).notices  # a one-shot read (clueue plan) says the same
+        assert any(f"ConfigMap {NAMESPACE}/{NAME} could not be read (forbidden)" in n for n in notices), notices
     finally:
         code = stop_controller(proc)
         role = rbac.read_cluster_role("clueue-controller")
