@@ -328,7 +328,7 @@ class _Applier:
             return write()
         done = call(fenced)
         if not self.dry:
-            self.result.written.extend(_written(done, deleting))
+            self.result.written.extend(written_versions(done, deleting))
         return done
 
     # -- Workloads -------------------------------------------------------------------------
@@ -1097,7 +1097,7 @@ class _Reading:
         return obj
 
 
-def _written(obj: Any, deleting: tuple[str, str] | None) -> list[tuple[str, str, str]]:
+def written_versions(obj: Any, deleting: tuple[str, str] | None = None) -> list[tuple[str, str, str]]:
     """(kind, key, resourceVersion) of an object a write returned; a delete that returned a
     Status (the object is gone at once) gives (kind, key, "")."""
     if isinstance(obj, dict):

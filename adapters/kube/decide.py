@@ -99,9 +99,11 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                              workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned)
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
-                                                 fence=lease.fence if lease else None, errors=applied.errors)
+                                                 fence=lease.fence if lease else None, errors=applied.errors,
+                                                 written=applied.written)
             group_writes, next_due = write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,
-                                                           fence=lease.fence if lease else None)  # podgroup_status.py
+                                                           fence=lease.fence if lease else None,
+                                                           written=applied.written)  # podgroup_status.py
             applied.writes += group_writes
     if memo is not None:
         memo.start(snapshot.configuration())

@@ -35,13 +35,15 @@ _STATUS_FIELDS = ("phase", "running", "succeeded", "failed", "scheduleStartTime"
 
 def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, version: str = "v1beta1",
                           now: float | None = None, fence: Callable[[], None] | None = None, dry_run: bool = False,
-                          errors: list[str] | None = None) -> tuple[list[str], int | None]:
+                          errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
+                          ) -> tuple[list[str], int | None]:
     """Decide (:func:`~clueue.engine.podgroups.podgroup_statuses` at ``now``, default the
     clock) and write what ``plan`` leaves of the PodGroups of ``snapshot``; returns the writes
     done (``status PodGroup NS/NAME``, ``release PodGroup NS/NAME``, ``delete Pod NS/NAME``,
     ``delete Workload NS/NAME``, ``backoff-over PodGroup NS/NAME``) and when the next schedule
     timeout or back-off ends (epoch seconds; None: none is running), for a controller to cycle
-    then; ``version`` is the served kueue.x-k8s.io version. ``errors`` as in :func:`~.queue_status.write_queue_status`.
+    then; ``version`` is the served kueue.x-k8s.io version. ``errors`` and ``written`` as in
+    :func:`~.queue_status.write_queue_status`.
 
     Raises:
         ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
@@ -50,13 +52,15 @@ def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan,
     if not snapshot.pod_groups:
         return [], None
     decisions = podgroup_statuses(snapshot, plan, int(time.time() if now is None else now))
-    writes = apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors)
+    writes = apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors,
+                                      written=written)
     return writes, decisions.next_due or None
 
 
 def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *, version: str = "v1beta1",
                              fence: Callable[[], None] | None = None, dry_run: bool = False,
-                             errors: list[str] | None = None) -> list[str]:
+                             errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
+                             ) -> list[str]:
     """Write ``decisions`` (see :func:`write_podgroup_status`): releases first, then statuses."""
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
@@ -113,6 +117,8 @@ def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions
         if errors is None:
             raise
         errors.append(str(e))
+    if written is not None:
+        written.extend(writer.written)
     return writer.writes
 
 
@@ -130,12 +136,16 @@ class _GroupWriter(_Writer):
     def update(self, label: str, read: Callable[[], Any], change: Callable[[Any], Any],
                replace: Callable[[Any], Any]) -> None:
         def attempt() -> None:
-            if update_with_retry(lambda: missing_is_none(read), change, lambda obj: self._fenced(lambda: replace(obj))):
+            if update_with_retry(lambda: missing_is_none(read), change,
+                                 lambda obj: self._kept(self._fenced(lambda: replace(obj)))):
                 self.writes.append(label)
         self._guarded(f"writing {label}", attempt)
 
     def delete(self, label: str, delete: Callable[[], Any]) -> None:
         def attempt() -> None:
-            if missing_is_none(lambda: self._fenced(delete)) is not None:
+            gone = missing_is_none(lambda: self._fenced(delete))
+            if gone is not None:
+                kind, key = label.split(" ", 1)
+                self._kept(gone, (kind, key))
                 self.writes.append(f"delete {label}")
         self._guarded(f"deleting {label}", attempt)

@@ -33,7 +33,7 @@ from clueue.engine.podgroups import rfc3339
 from clueue.engine.quantity import format_quantity, parse_quantity
 from clueue.engine.queues import Condition, QueueStatuses, queue_statuses
 
-from .apply import MANAGER, _conditions
+from .apply import MANAGER, _conditions, written_versions
 from .kinds import KUEUE_GROUP
 from .errors import ClusterUnavailable, api_errors, recorded
 from .lease import LeaseLost
@@ -112,7 +112,8 @@ def _fair_sharing(snapshot: Snapshot, plan: Plan, statuses: QueueStatuses
 
 def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, version: str,
                        fence: Callable[[], None] | None = None, dry_run: bool = False,
-                       errors: list[str] | None = None) -> list[str]:
+                       errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
+                       ) -> list[str]:
     """Write the status of every ClusterQueue, Cohort and LocalQueue of ``snapshot`` that differs
     from what ``plan`` leaves (see the module docstring); ``snapshot`` holds the fair sharing
     sections in effect (:func:`~clueue.engine.fairsharing.with_settings`); ``version`` is the
@@ -121,7 +122,9 @@ def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *,
 
     With ``errors``, a write the API server refuses is recorded there and the others go on, and
     an unavailable server or a lost lease (``fence``) is recorded there and ends the writing, as
-    :func:`~.apply.apply_plan` does; without, they are raised.
+    :func:`~.apply.apply_plan` does; without, they are raised. ``written`` gets (kind, key,
+    resourceVersion) of each object written, as :attr:`~.apply.ApplyResult.written` (so that a
+    controller's cache takes them for its own writes, not for changes to decide on).
 
     Raises:
         ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
@@ -157,6 +160,8 @@ def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *,
         if errors is None:
             raise
         errors.append(str(e))
+    if written is not None:
+        written.extend(writer.written)
     return writer.writes
 
 
@@ -166,12 +171,18 @@ class _Writer:
     def __init__(self, api: client.ApiClient, fence: Callable[[], None], errors: list[str] | None) -> None:
         self.api, self.fence, self.errors = api, fence, errors
         self.writes: list[str] = []
+        self.written: list[tuple[str, str, str]] = []  # (kind, key, resourceVersion or "" if deleted)
 
     def _fenced(self, write: Callable[[], Any]) -> Any:
         def once() -> Any:
             self.fence()  # before each try: a retry may come seconds later
             return write()
         return call(once)
+
+    def _kept(self, obj: Any, deleting: tuple[str, str] | None = None) -> Any:
+        """``obj``, a write's answer, with its version recorded in :attr:`written`."""
+        self.written.extend(written_versions(obj, deleting))
+        return obj
 
     def write(self, label: str, fields: dict[str, Any], active: Condition | None,
               read: Callable[[], Any], replace: Callable[[Any], Any], fair: FairChange | None = None) -> None:
@@ -180,7 +191,8 @@ class _Writer:
             return None if wanted is None else {**obj, "status": wanted}
 
         def attempt() -> None:
-            if update_with_retry(lambda: missing_is_none(read), change, lambda obj: self._fenced(lambda: replace(obj))):
+            if update_with_retry(lambda: missing_is_none(read), change,
+                                 lambda obj: self._kept(self._fenced(lambda: replace(obj)))):
                 self.writes.append(f"status {label}")
 
         if self.errors is None:

@@ -88,7 +88,7 @@ def test_pods_that_stay_unready_past_the_recovery_timeout_are_evicted_waiting_to
     set_ready(live, ns, "r", False)
     lost = cycle_at(live, ns, start + 600, recovery)
     assert pods_ready(live, ns, "pod-r") == ("False", "WaitForRecovery")
-    assert lost.next_due == start + 660  # the recovery timeout runs from now
+    assert lost.plan.wake_at == start + 660  # the recovery timeout runs from now
     # past it (counted from the condition's time): evicted; its pods must start again
     cycle_at(live, ns, start + 700, recovery)
     wl = workload_object(live, ns, "pod-r")

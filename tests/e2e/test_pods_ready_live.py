@@ -83,7 +83,7 @@ def test_pods_never_ready_are_evicted_requeued_with_back_off_then_deactivated(li
     # blockAdmission: a newcomer waits while slow's pods are not ready; the controller would wake at the timeout
     create(live, job(ns, "next"))
     waiting = cycle_at(live, ns, start + 60)
-    assert waiting.next_due == start + 120
+    assert waiting.plan.wake_at == start + 120
     assert "admission" not in workload_object(live, ns, "next")["status"]
     assert waiting.plan.workload(f"{ns}/next").reasons[0].code == "WaitingForPodsReady"
 

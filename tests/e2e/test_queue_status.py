@@ -67,6 +67,15 @@ def test_queue_status_is_written_once_and_list_shows_positions(kube: ControlPlan
         assert (active["type"], active["status"], active["reason"]) == ("Active", "True", "Ready")
         lq = custom.get_namespaced_custom_object(GROUP, "v1beta1", ns, "localqueues", "main")["status"]
         assert (lq["pendingWorkloads"], lq["admittedWorkloads"]) == (2, 1)
+        # the status writes are among what the cycle wrote, at the versions the server holds, so a
+        # controller's cache waits for them before the next cycle and takes them for its own
+        versions = {(kind, key): v for kind, key, v in applied.written}
+        for kind, key, get in (
+                ("ClusterQueue", f"cq-{t}",
+                 lambda: custom.get_cluster_custom_object(GROUP, "v1beta1", "clusterqueues", f"cq-{t}")),
+                ("LocalQueue", f"{ns}/main",
+                 lambda: custom.get_namespaced_custom_object(GROUP, "v1beta1", ns, "localqueues", "main"))):
+            assert versions[kind, key] == get()["metadata"]["resourceVersion"], kind
         # the admitted usage is under v1beta1's name and v1beta2's, read through either version
         for version in ("v1beta1", "v1beta2"):
             lq = custom.get_namespaced_custom_object(GROUP, version, ns, "localqueues", "main")["status"]
