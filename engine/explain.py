@@ -46,9 +46,14 @@ def decode_reasons(terms: Iterable[Any], compiled: Compiled) -> list[Reason]:
     code, so that nothing a policy says is dropped.
     """
     out = []
+    terms = list(terms)
+    # where those ahead in line take added quota first (line.py): said with the shortfall
+    line = {t.args[:3]: t.args[3:] for t in terms if isinstance(t, Term) and t.name == "in_line"}
     for term in terms:
         if not isinstance(term, Term):
             term = Term(str(term))
+        if term.name == "in_line":
+            continue
         kind = BY_TERM.get(term.name)
         if kind is None or len(kind.args) != len(term.args):
             out.append(Reason(term.name, f"policy reason {term}", {"term": str(term)}))
@@ -62,5 +67,8 @@ def decode_reasons(terms: Iterable[Any], compiled: Compiled) -> list[Reason]:
             details["why"] = _why(details["why"])
         if kind.code == "InsufficientQuota":
             details.update(_reserved(compiled, term.args))
+            if term.args[:3] in line:
+                position, ahead, count = line[term.args[:3]]
+                details.update(position=position, ahead=list(ahead), aheadCount=count)
         out.append(make_reason(kind.code, **details))
     return out

@@ -70,6 +70,9 @@ _KINDS = (
                "{{borrowable}} can be borrowed, so it is {{short}} short"
                "{% if checked is defined %} once what workloads ranked after it took is given back (checked by a re-solve)"
                "{% endif %}"
+               "{% if aheadCount is defined %}, as number {{position}} in line in its quota tree: added quota admits "
+               "{{ahead|join(', ')}}{% if aheadCount > ahead|length %} and {{aheadCount - ahead|length}} more{% endif %}, "
+               "ranked before it, first{% endif %}"
                "{% if reserved is defined %}; {{reserved}} {{resource}} are reserved for InQueue PodGroup(s) "
                "{{reservedFor|join(', ')}}{% endif %}"),
     # Made by the engine

@@ -18,6 +18,7 @@ import clingo.ast as _ast
 
 from .errors import PolicyError, SnapshotError, SolveError
 from .facts import defined_directives, value_text
+from .line import given_back_facts, in_line
 from .policy import Policy, PolicyFile
 
 __all__ = ["Term", "Decision", "SolveStats", "Explanation", "decide", "explain", "nominate"]
@@ -129,6 +130,7 @@ class Decision:
     preempts: frozenset[tuple[str, str]] = frozenset()  # (preempting, evicted) it counts on (preempts/2)
     # admitted workload -> (pod set, node class, pods) placed there (place/4; only with Nodes)
     placements: Mapping[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+    trees: Mapping[str, str] = field(default_factory=dict)  # ClusterQueue -> the root of its quota tree
 
 
 @dataclass(frozen=True)
@@ -371,6 +373,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
         groups.setdefault(str(group), []).append(strings[w])
     choose_atoms = _literals(ctl, "choose", 4)
     queue_of = {strings[w]: strings[q] for w, q in _arguments(ctl, "workload_cq", 2)}
+    trees = {strings[q]: str(t) for q, t in _arguments(ctl, "tree_root", 2)}
 
     _order_decisions(ctl, ranked, admit_atom, groups, keys, choose_atoms, queue_of, strings, values)
     placing = any(True for _ in ctl.symbolic_atoms.by_signature("node_count", 1))
@@ -461,7 +464,7 @@ def decide(facts: str, policy: Policy, *, budget: float) -> Decision:
     return Decision({w: tuple(sorted(c)) for w, c in choices.items()}, assignments, tuple(ranked),
                     fifo_blocked, fifo_head_of, checked.unevaluated, stats, best["draws"], queue_of,
                     frozenset(preemption["evict"]), frozenset(preemption["preempting"]), frozenset(preempts),
-                    {w: tuple(sorted(p)) for w, p in placements.items()})
+                    {w: tuple(sorted(p)) for w, p in placements.items()}, trees)
 
 
 _ONE_SHOT_SHARE = 0.3  # of the budget for the one-shot search, before checking one by one
@@ -930,6 +933,8 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
     for w, choices in decision.choices.items():
         decided.append(f"admit({value_text(w)}).")
         decided += [f"choose({value_text(w)},{value_text(ps)},{g},{value_text(f)})." for ps, g, f in choices]
+    # what workloads ranked after each left-out one took, counted as given back (line.py)
+    decided += given_back_facts(decision.ranked, decision.choices, decision.cluster_queues, decision.trees)
     _load(ctl, facts + "\n".join(decided) + "\n", policy, _EXPLAIN)
     _ground(ctl, [(part, []) for part in _EXPLAIN], messages)
     explained = _named_atoms(ctl, _EXPLAINED)  # the ground atoms to keep from the model -> their name
@@ -945,6 +950,7 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
     queues: dict[str, str] = {}
     fits: set[str] = set()
     fifo: dict[str, str] = {}
+    caps: dict[tuple[str, str, str], int] = {}
     for s in found.get("atoms", []):
         name, args = explained[s], s.arguments
         first = strings[args[0]]
@@ -956,13 +962,38 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
             queues[first] = strings[args[1]]
         elif name == "might_fit":
             fits.add(first)
+        elif name == "line_cap":
+            caps[first, strings[args[1]], strings[args[2]]] = values[args[3]]
         else:
             fifo[first] = str(args[1])
+    # the shortfalls stated behind those ahead in line (line.py)
+    # (candidates beyond the solve's cut come after every solved one of their tree, by rank_key/2)
+    solved = set(decision.ranked)
+    keys = {strings[w]: k for w, k in _arguments(ctl, "rank_key", 2) if strings[w] in reasons and strings[w] not in solved}
+    in_line(reasons, (*decision.ranked, *sorted(keys, key=keys.__getitem__)), decision.choices, queues,
+            {q: str(root) for q, root in roots.items()}, _shapes(ctl, reasons), caps, fifo)
     return Explanation({w: tuple(sorted(r, key=str)) for w, r in reasons.items()}, roots, queues,
                        frozenset(fits), fifo)
 
 
-_EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group"}
+_EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group", "line_cap"}
+
+
+#: The facts of a workload that make its shape (prune.py): all but its name and creation time.
+_SHAPE = (("workload_namespace", 2), ("workload_queue", 2), ("workload_priority", 2), ("pod_group_member", 1),
+          ("pod_set", 3), ("pod_request", 4), ("pod_set_node_label", 4), ("pod_set_toleration", 6))
+
+
+def _shapes(ctl: clingo.Control, workloads: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """The shape of each of ``workloads``, as the facts it is made of (prune.py's shapes)."""
+    strings, values, _ = _memos()
+    asks: dict[str, list[Any]] = {}
+    for name, arity in _SHAPE:
+        for args in _arguments(ctl, name, arity):
+            w = strings[args[0]]
+            if w in workloads:
+                asks.setdefault(w, []).append((name, *(values[a] for a in args[1:])))
+    return {w: tuple(sorted(a)) for w, a in asks.items()}
 
 
 # =================================================================================================

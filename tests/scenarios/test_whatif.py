@@ -76,10 +76,9 @@ def _holds(snapshot, plan: Plan) -> tuple[int, int]:
 
 
 def test_readme_render_farm_states_the_checked_shortfall() -> None:
-    """README's team-a/pod-render-farm: the explanation pass says 11 short, counting the cpu that
-    team-b's workloads ranked after it borrowed; the checked shortfall (6 under the rank order
-    by priority alone; 8 where team-b/pod-report-weekly, within its nominal quota, ranks first)
-    admits it, one less does not, and the reason states it."""
+    """README's team-a/pod-render-farm: the explanation pass says 6 short, counting as free the
+    cpu that team-b's workloads ranked after it borrowed (it said 11 before, issue 24); the
+    what-if's re-solves find the same least raise, which admits it, and one less does not."""
     from clueue.adapters.files import load_snapshot
     snapshot = load_snapshot(("examples/cluster",))
     plan = run_cycle(snapshot, POLICY, CONFIG)
@@ -90,14 +89,15 @@ def test_readme_render_farm_states_the_checked_shortfall() -> None:
     [needs] = [s for s in entry.suggestions if s.code == "NeedsQuota"]
     assert needs.details["name"] == "team-a" and short.details["checked"] is True
     add = parse_quantity(needs.details["add"])
-    assert short.details["short"] == needs.details["add"] and add < parse_quantity(stated.details["short"])
+    assert stated.details["short"] == short.details["short"] == needs.details["add"] == "6"
     assert _admitted_after(snapshot, entry.name, "team-a", add, "on-demand")
     assert not _admitted_after(snapshot, entry.name, "team-a", add - 1, "on-demand")
 
 
 def test_reasons_hold_as_counterfactuals() -> None:
     """Every InsufficientQuota reason, once checked by the what-if, states a shortfall that
-    admits the workload, and one less does not (the explanation pass alone: see docs/what-if.md)."""
+    admits the workload, and one less does not; and nearly every one of the explanation pass
+    alone does (docs/what-if.md)."""
     before = after = total = 0
     for seed in SEEDS:
         snapshot = _snapshot(_cluster(seed))
@@ -110,6 +110,10 @@ def test_reasons_hold_as_counterfactuals() -> None:
         after += good
     print(f"InsufficientQuota as counterfactual: before {before}/{total}, after {after}/{total}")
     assert total > 20
+    # the explanation pass alone: what ranked after it took is given back, and those ahead in
+    # line take added quota first (88 of 95 when measured; 50 before issue 24's fix). The rest:
+    # a workload sharing the reason of another of its shape, and the line's one-pool model.
+    assert before >= 0.9 * total, (before, total)
     # a reason is left as the explanation pass gave it only where no raise of that ClusterQueue's
     # nominal quota up to the bound admits the workload (the other suggestions say what does)
     assert after == total
