@@ -29,10 +29,12 @@ Ahead in line
 Quota added to a ClusterQueue goes, in rank order, to the pending workloads of its quota tree
 ranked before W first. :func:`in_line` plays that order for each shortfall W states: the
 left-out workloads before W in its tree that are short of the same resource in the same flavor
-(and of nothing else in it) take, one by one, what they need from the room W sees plus the
-raise, where it suffices; the stated shortfall becomes the least raise after which W's need
-is still left, and W's position in that line is said. It is a model (one pool for the whole
-tree, no limits between the queues), so the what-if (whatif.py) still checks it by re-solves.
+(and of nothing else in it) take, one by one, what they need, each whose shortfall what is
+left of the raise covers; the stated shortfall becomes the least raise after which W's still
+is, and W's position in that line is said. It is a model: one pool for the whole tree, in which
+a workload of another ClusterQueue takes no more than its own queue's limit lets it borrow
+(``line_cap/4`` of explain.lp), and only the first ``_PLAYED`` of a long line are played; the
+what-if (whatif.py) checks it by re-solves.
 """
 
 from __future__ import annotations
@@ -76,8 +78,12 @@ def given_back_facts(ranked: Iterable[str], admitted: Mapping[str, object], queu
     return out
 
 
-#: Steps of the search for the least raise per shortfall, beyond two per workload ahead.
+#: Steps of the search for the least raise per shortfall, beyond two per workload played.
 _ROUNDS = 8
+
+#: Of a long line, only the first this many (ranked highest: they take added quota first) are
+#: played, so that a big backlog costs its explained workloads times this, not their square.
+_PLAYED = 16
 
 # in a line: workload, need, shortfall alone, short of nothing else there, ClusterQueue, and
 # whether its own limits let it take quota added to another ClusterQueue of the tree
@@ -92,15 +98,16 @@ def in_line(reasons: MutableMapping[str, list[Any]], ranked: Iterable[str], admi
     workloads in rank order), adding an ``in_line(Q,F,R,Position,Ahead,Count)`` term where
     some ahead would take added quota first (``Ahead``: up to three of them, ``Count``: how many).
 
-    ``kinds`` maps a workload to its shape (prune.py: all it asks for, but its name and creation
-    time): of the workloads of one shape, only the first left out is in line, and the later ones
-    state its numbers, as a pruned cycle shares the explanation of a shape, so that pruning
-    changes no reason. ``caps`` maps (workload, flavor, resource) to what its
+    ``kinds`` maps a workload to its kind: its priority and pod sets, part of its shape (prune.py).
+    Of the workloads of one ClusterQueue and kind, only the first left out is in line, and the
+    later ones state its numbers, as a pruned cycle shares the explanation of a shape, so that
+    pruning changes no reason. ``caps`` maps (workload, flavor, resource) to what its
     ClusterQueue's own limit lets it take more (none: no limit of its own), which quota added
     elsewhere in the tree cannot raise. Workloads of ``fifo`` (in StrictFIFO queues) are left as
     they are, and in line for no one: a cycle that leaves out candidates explains them together.
     """
-    lines: dict[tuple[str, str, str], list[_Entry]] = {}  # (tree, flavor, resource) -> its line so far
+    # (tree, flavor, resource) -> the first of its line so far (_PLAYED), and the line's length
+    lines: dict[tuple[str, str, str], tuple[list[_Entry], list[int]]] = {}
     first: dict[tuple[str, Hashable], list[Any]] = {}  # (ClusterQueue, kind) -> the first one's shortfalls
     for w in ranked:
         tree = trees.get(queue_of.get(w, ""))
@@ -115,13 +122,15 @@ def in_line(reasons: MutableMapping[str, list[Any]], ranked: Iterable[str], admi
         for t in short:
             q, flavor, resource, need = t.args[:4]
             alone = all(o.args[2] == resource for o in short if o.args[1] == flavor)  # a raise of R may admit it
-            line = lines.setdefault((tree, flavor, resource), [])
+            line, position = lines.setdefault((tree, flavor, resource), ([], [0]))
+            position[0] += 1
             least, taken = _least(line, t.args[7], q)
             if taken:
                 reasons[w][reasons[w].index(t)] = dataclasses.replace(t, args=(*t.args[:7], least))
-                reasons[w].append(type(t)("in_line", (q, flavor, resource, len(line) + 1,
+                reasons[w].append(type(t)("in_line", (q, flavor, resource, position[0],
                                                       tuple(e[0] for e in taken[:3]), len(taken))))
-            line.append((w, need, t.args[7], alone, q, need <= caps.get((w, flavor, resource), need)))
+            if len(line) < _PLAYED:
+                line.append((w, need, t.args[7], alone, q, need <= caps.get((w, flavor, resource), need)))
         first[kind] = [t for t in reasons[w] if getattr(t, "name", None) in ("insufficient_quota", "in_line")]
 
 

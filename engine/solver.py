@@ -979,13 +979,13 @@ def explain(facts: str, policy: Policy, decision: Decision, *, budget: float) ->
 _EXPLAINED = {"reason", "tree_root", "workload_cq", "might_fit", "fifo_group", "line_cap"}
 
 
-#: The facts of a workload that make its shape (prune.py): all but its name and creation time.
-_SHAPE = (("workload_namespace", 2), ("workload_queue", 2), ("workload_priority", 2), ("pod_group_member", 1),
-          ("pod_set", 3), ("pod_request", 4), ("pod_set_node_label", 4), ("pod_set_toleration", 6))
+#: Facts of a workload that are part of its shape (prune.py): the ClusterQueue aside, what the
+#: line (line.py) tells workloads apart by. Fewer than the shape's, so one shape is never split.
+_SHAPE = (("workload_priority", 2), ("pod_set", 3), ("pod_request", 4))
 
 
 def _shapes(ctl: clingo.Control, workloads: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
-    """The shape of each of ``workloads``, as the facts it is made of (prune.py's shapes)."""
+    """Part of the shape of each of ``workloads`` (prune.py's shapes): :data:`_SHAPE`'s facts."""
     strings, values, _ = _memos()
     asks: dict[str, list[Any]] = {}
     for name, arity in _SHAPE:
