@@ -163,6 +163,22 @@ def test_containerfile_copies_everything_the_package_is_built_from() -> None:
     assert "pip wheel" in containerfile and ".[kube]" in containerfile
 
 
+def test_every_python_package_of_the_source_is_in_the_built_package() -> None:
+    """A folder of modules left out of ``[tool.setuptools] packages`` works in an editable
+    install and is missing from the wheel the image is built from."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for package, folder in setuptools["package-dir"].items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPO / folder).parts
+            found.add(".".join((package, *relative)))
+    assert found == set(setuptools["packages"]), f"missing: {sorted(found - set(setuptools['packages']))}"
+
+
 # --------------------------------------------------------------------------------------------
 # On the apiserver
 # --------------------------------------------------------------------------------------------
