@@ -114,9 +114,9 @@ def in_line(reasons: MutableMapping[str, list[Any]], ranked: Iterable[str], admi
         if tree is None or w in admitted or w not in reasons or w in fifo:
             continue
         kind = (queue_of[w], kinds.get(w, w))
-        short = [t for t in reasons[w] if getattr(t, "name", None) == "insufficient_quota"]
+        short = [t for t in reasons[w] if _shortfall(t)]
         if kind in first:
-            if short or not first[kind]:  # (one that fits, blocked by StrictFIFO only, keeps saying so)
+            if short or not first[kind]:  # (one short of nothing, left out for another reason, says so)
                 reasons[w] = [t for t in reasons[w] if t not in short] + first[kind]
             continue
         for t in short:
@@ -131,7 +131,14 @@ def in_line(reasons: MutableMapping[str, list[Any]], ranked: Iterable[str], admi
                                                       tuple(e[0] for e in taken[:3]), len(taken))))
             if len(line) < _PLAYED:
                 line.append((w, need, t.args[7], alone, q, need <= caps.get((w, flavor, resource), need)))
-        first[kind] = [t for t in reasons[w] if getattr(t, "name", None) in ("insufficient_quota", "in_line")]
+        first[kind] = [t for t in reasons[w] if _shortfall(t) or getattr(t, "name", None) == "in_line"]
+
+
+def _shortfall(term: Any) -> bool:
+    """Whether ``term`` is explain.lp's ``insufficient_quota`` (a user policy's own term of that
+    name with other arguments is left as it is)."""
+    return getattr(term, "name", None) == "insufficient_quota" and len(term.args) == 8 and \
+        all(isinstance(a, int) for a in term.args[3:])
 
 
 def _taken(line: list[_Entry], raised: int, queue: str) -> tuple[list[_Entry], int, float]:

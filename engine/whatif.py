@@ -392,8 +392,8 @@ def _finish_suggestion(t: _Before, e: WorkloadEntry, admitted: list[WorkloadEntr
 def with_suggestions(plan: Plan, suggestions: Mapping[str, tuple[Reason, ...]]) -> Plan:
     """``plan`` with each entry's checked suggestions (``whatIf`` in the plan format), and its
     ``InsufficientQuota`` reasons stating the checked shortfall: the least nominal quota of that
-    ClusterQueue that admits it (``checked: true``), where the explanation pass's arithmetic may
-    count quota that only lower-ranked workloads got because this one did not fit."""
+    ClusterQueue that admits it (``checked: true``), where the explanation pass's model of the
+    line ahead of it (line.py) may be off."""
     entries = tuple(dataclasses.replace(e, suggestions=suggestions[e.name], reasons=_checked(e.reasons, suggestions[e.name]))
                     if e.name in suggestions else e for e in plan.workloads)
     return dataclasses.replace(plan, workloads=entries)
