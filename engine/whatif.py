@@ -25,6 +25,8 @@ from typing import Callable, Iterable, Mapping
 from .compiler import resource_units
 from .config import Config
 from .facts import Node
+from .prune import _rank_key  # the built-in rank order
+from .fairsharing import reorders, with_settings
 from .objects import FlavorQuotas, ResourceGroup, ResourceQuota
 from .plan import Plan, WorkloadEntry
 from .policy import Policy
@@ -41,6 +43,9 @@ _SCAN = 32
 #: In a quota tree with more pending workloads asked about than this, only the first in line of
 #: each shape (ClusterQueue, pod sets, reasons) is searched; the others refer to it.
 _SHARE_ABOVE = 32
+
+#: A re-solve for one workload keeps at least this many of the tree's ranked pending workloads.
+_KEEP = 64
 
 #: Which limit of a quota a change raises: spec field names, as users write them.
 LIMITS = ("nominalQuota", "borrowingLimit", "lendingLimit")
@@ -128,6 +133,9 @@ class _Tree:
                 workloads={k: w for k, w in snapshot.workloads.items() if k in pods},
                 pods={k: p for k, p in snapshot.pods.items() if k in pod_keys})
         self.cache: dict[tuple[frozenset[Change], frozenset[str]], frozenset[str]] = {}
+        # (changes, finished) -> (how many ranked pending workloads were kept, admitted): with a
+        # fixed rank order, a re-solve keeping the first k answers for every workload among them
+        self.ahead: dict[tuple[frozenset[Change], frozenset[str]], list[tuple[int, frozenset[str]]]] = {}
         self.solves = 0
 
     def admitted(self, changes: Iterable[Change], finished: Iterable[str] = ()) -> frozenset[str]:
@@ -141,21 +149,50 @@ class _Tree:
             self.cache[key] = frozenset(a.workload for a in plan.actions if a.kind == "admit")
         return self.cache[key]
 
+    def admitted_ahead(self, changes: Iterable[Change], finished: Iterable[str], ranked: list[str],
+                       need: int) -> frozenset[str]:
+        """Admitted, deciding at least the first ``need`` of the ranked pending workloads
+        ``ranked`` (the rest left out): any re-solve that kept as many answers, so the kept count
+        is rounded up to a power of two (at least :data:`_KEEP`), which lets the workloads near
+        each other in line share their re-solves."""
+        key = (frozenset(c for c in changes if c.amount), frozenset(finished))
+        for kept, got in self.ahead.get(key, ()):
+            if kept >= need:
+                return got
+        kept = min(len(ranked), max(_KEEP, 1 << max(0, need - 1).bit_length()))
+        got = self.admitted(key[0], key[1].union(ranked[kept:]))
+        self.ahead.setdefault(key, []).append((kept, got))
+        return got
+
 
 class _Before:
-    """A tree's re-solves for one workload: the pending workloads ranked after it are left out
-    (in rank order they take nothing from it), which keeps each re-solve small."""
+    """A tree's re-solves for one workload, the ``kept``-th of the tree's ranked pending
+    workloads ``ranked`` (all of them kept if it is not ranked): those ranked after it are left
+    out (in rank order they take nothing from it), which keeps each re-solve small. ``exact``:
+    the rank order is fixed (built-in ordering, no fair sharing, no Nodes), so leaving them out
+    changes nothing for it: its answers need no confirmation with every pending workload, and
+    re-solves are shared with the workloads near it in line (:meth:`_Tree.admitted_ahead`)."""
 
-    def __init__(self, tree: _Tree, later: Iterable[str]) -> None:
+    def __init__(self, tree: _Tree, ranked: list[str], kept: int, exact: bool = False) -> None:
         self.tree = tree
-        self.later = frozenset(later)
+        self.ranked = ranked
+        self.kept = kept
+        self.later = frozenset(ranked[kept:])
+        self.exact = exact
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Whether an answer found here must be confirmed with :meth:`full`."""
+        return bool(self.later) and not self.exact
 
     def admitted(self, changes: Iterable[Change], finished: Iterable[str] = ()) -> frozenset[str]:
+        if self.exact:
+            return self.tree.admitted_ahead(changes, finished, self.ranked, self.kept)
         return self.tree.admitted(changes, self.later.union(finished))
 
     def full(self) -> _Before:
         """The same re-solves with every pending workload of the tree."""
-        return _Before(self.tree, ())
+        return _Before(self.tree, self.ranked, len(self.ranked), self.exact)
 
 
 class _OutOfTime(Exception):
@@ -200,6 +237,9 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
                 config, time_budget=max(0.01, min(config.time_budget, deadline - time.monotonic())))))
         return trees[root]
 
+    # Whether the rank order is fixed: in the built-in ordering without fair sharing a workload's
+    # rank does not depend on usage, and without Nodes nothing ranked after it is placed before it.
+    fixed = not policy.user_files and not snapshot.nodes and not reorders(with_settings(snapshot, config))
     out: dict[str, tuple[Reason, ...]] = {}
     asked: dict[Node | None, int] = {}
     for e in entries:
@@ -212,6 +252,13 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
         if x.state in ("pending", "admitted") and x.name in workload_tree:
             (pending if x.state == "pending" else running).setdefault(workload_tree[x.name], []).append(x)
     ranked = {root: sum(1 for x in xs if x.rank is not None) for root, xs in pending.items()}
+    # the line a re-solve cuts after the workload asked about: the cycle's ranked ones; with the
+    # rank order fixed, every pending workload of the tree in the built-in order (prune.py), so
+    # that one the cycle left out of its solve is decided beside those ahead of it only
+    line = {root: [x.name for x in xs[:ranked[root]]] for root, xs in pending.items()}
+    if fixed:
+        line = {root: sorted((x.name for x in xs), key=lambda k: _rank_key(by_key[k])) for root, xs in pending.items()}
+    place = {k: i for names in line.values() for i, k in enumerate(names)}
     for e in sorted(entries, key=lambda e: (e.rank is None, e.rank or 0, e.name)):
         root = workload_tree[e.name]
         step = units.trees.get(root, {})
@@ -228,7 +275,7 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
                                           count=len(ahead))] if e.rank is not None else []))
             continue
         first[shape] = e.name
-        t = _Before(tree(root), [x.name for x in queued[at + 1:ranked[root]]] if e.rank is not None else [])
+        t = _Before(tree(root), line[root], place[e.name] + 1 if e.name in place else len(line[root]), fixed)
         try:
             if time.monotonic() >= deadline:
                 raise _OutOfTime
@@ -313,38 +360,57 @@ def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: 
         return key in view.admitted([Change(node, flavor, r, limit, unit[r] * n) for r, n in amounts.items()])
 
     def search(view: _Before) -> dict[str, int] | None:
+        # Admission need not grow with quota: a raise may let a workload ahead in line in, which
+        # then takes more than the raise. So up to _SCAN units every amount is tried from 0 up
+        # (the least is exact).
+        if all(n <= _SCAN for n in top.values()):
+            current = dict(top)
+            if not ok(view, current):
+                return None
+            for r in sorted(resources):
+                current[r] = next(n for n in range(current[r] + 1) if n == current[r] or ok(view, {**current, r: n}))
+            return current
+        # Beyond, the stated shortfall (the explanation pass's model of the line, right in nearly
+        # every case) is tried first: if it admits and one unit less does not, two re-solves
+        # settle it. Otherwise bisection from the most, then down while one unit less admits.
+        guess = {r: min(top[r], -(-resources[r] // unit[r])) for r in resources}
+        if len(resources) == 1 and all(guess.values()) and ok(view, guess) \
+                and not ok(view, {r: n - 1 for r, n in guess.items()}):
+            return guess
         current = dict(top)
         if not ok(view, current):
             return None
         for r in sorted(resources):
-            # Admission need not grow with quota: a raise may let a workload ahead in line in, which
-            # then takes more than the raise. So up to _SCAN units every amount is tried from 0 up
-            # (the least is exact); beyond, bisection, then down while one unit less still admits.
-            if current[r] <= _SCAN:
-                current[r] = next(n for n in range(current[r] + 1) if n == current[r] or ok(view, {**current, r: n}))
-                continue
-            lo, hi = 0, current[r]  # hi admits; find the least that does
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if ok(view, {**current, r: mid}):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            while hi > 0 and ok(view, {**current, r: hi - 1}):
-                hi -= 1
-            current[r] = hi
+            current[r] = _descend(lambda n: ok(view, {**current, r: n}), current[r])
         return current
 
-    # Searched without the workloads ranked after it, then confirmed with them: a raise can move
-    # a workload between the ranking's tiers (ordering.lp), so they are not always irrelevant.
+    # Searched without the workloads ranked after it, then (unless the rank order is fixed)
+    # confirmed with them: a raise can move a workload between the ranking's tiers under fair
+    # sharing, so they are not always irrelevant.
     current = search(t)
     full = t.full()
-    if t.later and (current is None or not ok(full, current)
-                    or any(current[r] and ok(full, {**current, r: current[r] - 1}) for r in current)):
+    if t.unconfirmed and (current is None or not ok(full, current)
+                          or any(current[r] and ok(full, {**current, r: current[r] - 1}) for r in current)):
         current = search(full)
     if current is None:
         return None
     return [Change(node, flavor, r, limit, unit[r] * n) for r, n in sorted(current.items()) if n]
+
+
+def _descend(admits: Callable[[int], bool], hi: int) -> int:
+    """From ``hi``, which admits, an amount that admits while one less does not (or 0): bisection
+    over [0, hi] (its midpoints are the same for every workload asking about the same raise, so
+    their re-solves are shared), then down while one less still admits."""
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if admits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    while hi > 0 and admits(hi - 1):
+        hi -= 1
+    return hi
 
 
 def _finish_suggestion(t: _Before, e: WorkloadEntry, admitted: list[WorkloadEntry], deadline: float) -> list[Reason]:
@@ -381,7 +447,7 @@ def _finish_suggestion(t: _Before, e: WorkloadEntry, admitted: list[WorkloadEntr
 
     gone = search(t)  # confirmed with every pending workload, as for quota (_least)
     full = t.full()
-    if t.later and (gone is None or not admits_without(full, gone)
+    if t.unconfirmed and (gone is None or not admits_without(full, gone)
                     or any(admits_without(full, [g for g in gone if g != n]) for n in gone)):
         gone = search(full)
     if not gone:
