@@ -97,6 +97,9 @@ _KINDS = (
                "not considered: the solver's time budget of {{budgetSeconds}}s ran out first"),
     ReasonKind("GroupIncomplete", None, ("group", "pods", "total"),
                "pod group {{group}} has {{pods}} of {{total}} pods; it is considered once all exist"),
+    ReasonKind("GroupNeverFits", None, ("group", "total", "clusterQueue", "resource", "need", "quota"),
+               "once complete, its {{total}} pods need at least {{need}} {{resource}}, more than the whole quota "
+               "tree of ClusterQueue {{clusterQueue}} holds ({{quota}}): it can never be admitted", True),
     ReasonKind("GroupCountMismatch", None, ("group", "counts"),
                "pods of group {{group}} disagree on pod-group-total-count: {{counts|join(', ')}}", True),
     ReasonKind("InvalidGroupCount", None, ("group", "value"),

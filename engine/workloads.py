@@ -668,8 +668,9 @@ class _Builder:
         return check_states(obj, required)
 
     def _checked(self, w: Workload, active: bool = True) -> Workload:
-        """:meth:`_stop`, then :meth:`_beyond_its_tree` and :meth:`_in_an_unknown_tree`."""
-        return self._in_an_unknown_tree(self._beyond_its_tree(self._stop(w, active)))
+        """:meth:`_stop`, then :meth:`_beyond_its_tree`, :meth:`_in_an_unknown_tree` and
+        :meth:`_never_complete`."""
+        return self._never_complete(self._in_an_unknown_tree(self._beyond_its_tree(self._stop(w, active))))
 
     @functools.cached_property
     def _trees(self) -> tuple[dict[str, str], dict[str, list[ResourceGroup]]]:
@@ -701,6 +702,28 @@ class _Builder:
         tree = self._trees[0].get(lq.cluster_queue) if lq else None
         reason = self._unknown_trees.get(tree) if tree else None
         return w if reason is None else replace(w, held=(reason,))
+
+    def _never_complete(self, w: Workload) -> Workload:
+        """Say so of an incomplete pod group that could never be admitted once complete: with
+        every pod its count declares, it would ask more of a resource than its whole quota tree
+        holds. The pods still to come are counted at the smallest request of the pods there (their
+        roles are unknown yet), so the need stated is the least the complete group asks."""
+        incomplete = next((r for r in w.held if r.code == "GroupIncomplete"), None)
+        lq = self.snap.local_queues.get(f"{w.namespace}/{w.queue}") if incomplete else None
+        tree = self._tree_quota.get(lq.cluster_queue) if lq else None
+        if incomplete is None or lq is None or tree is None:
+            return w
+        missing = incomplete.details["total"] - incomplete.details["pods"]
+        totals = tree[0]
+        for r in sorted(totals):
+            need = sum((ps.requests.get(r, Fraction(0)) * ps.count for ps in w.pod_sets), Fraction(0)) \
+                + missing * min((ps.requests.get(r, Fraction(0)) for ps in w.pod_sets), default=Fraction(0))
+            if need > totals[r]:
+                return replace(w, held=w.held + (make_reason(
+                    "GroupNeverFits", group=incomplete.details["group"], total=incomplete.details["total"],
+                    clusterQueue=lq.cluster_queue, resource=r, need=format_quantity(need),
+                    quota=format_quantity(totals[r])),))
+        return w
 
     @functools.cached_property
     def _tree_quota(self) -> dict[str, tuple[dict[str, Fraction], dict[str, Fraction], dict[str, float]]]:

@@ -5,7 +5,7 @@ would take of added quota first."""
 
 from __future__ import annotations
 
-from tests.builders import cluster_queue, codes, flavor, local_queue, pod, resource_group, run, states, workload
+from tests.builders import cluster_queue, codes, flavor, group, local_queue, pod, resource_group, run, states, workload
 
 
 def _two_groups() -> list:
@@ -66,3 +66,24 @@ def test_a_workload_behind_others_in_line_says_its_position() -> None:
         raised = [o if o["kind"] != "ClusterQueue" or o["metadata"]["name"] != "b"
                   else cluster_queue("b", {"f": {"cpu": 4 + add}}, cohort="c") for o in objs]
         assert (states(run(raised))["default/second"] == "admitted") is admitted
+
+
+def _gang_queues() -> list:
+    return [flavor("f"), cluster_queue("a", {"f": {"cpu": 4}}, cohort="co"),
+            cluster_queue("b", {"f": {"cpu": 4}}, cohort="co"), local_queue("a")]
+
+
+def test_an_incomplete_group_that_could_never_fit_once_complete_says_so() -> None:
+    """Two of ten pods of 1 cpu are there: complete, the group asks 10 cpu of a quota tree of 8."""
+    plan = run(_gang_queues(), group("g", 2, total=10))
+    entry = plan.workload("default/g")
+    assert entry.state == "inadmissible" and codes(plan, "default/g") == ["GroupIncomplete", "GroupNeverFits"]
+    never = entry.reasons[1]
+    assert (never.details["need"], never.details["quota"], never.details["resource"]) == ("10", "8", "cpu")
+    assert "once complete, its 10 pods need at least 10 cpu" in never.message
+
+
+def test_an_incomplete_group_the_tree_could_hold_once_complete_only_waits_for_its_pods() -> None:
+    """Complete, 8 pods of 1 cpu fit the cohort's 8 by borrowing: it is only incomplete."""
+    plan = run(_gang_queues(), group("g", 2, total=8))
+    assert states(plan)["default/g"] == "pending" and codes(plan, "default/g") == ["GroupIncomplete"]

@@ -23,6 +23,8 @@ def test_plan_text_on_the_bundled_example():
     assert result.exit_code == 0, result.output
     assert "admitted" in result.output and "Actions" in result.output and "proven optimal" in result.output
     assert "research/sweep" in result.output and "3 of 4 pods" in result.output
+    # complete, its 4 pods of 2 GPUs would ask twice what research's quota tree holds
+    assert "INADMISSIBLE research/sweep" in result.output and "at least 8 nvidia.com/gpu" in result.output
     ungate = next(line for line in result.output.splitlines() if "ungate     research/llm-finetune-0" in line)
     assert "nodeSelector cloud.example/accelerator=nvidia-a100" in ungate
     assert "annotations kueue.x-k8s.io/role-hash=" in ungate  # what applying writes on the pod
@@ -283,7 +285,7 @@ def test_explain_looks_a_name_up_in_the_namespace_and_scope_given():
 
 def test_text_plan_marks_new_admissions_apart_from_earlier_ones():
     lines = invoke("plan", EXAMPLE).output.splitlines()
-    assert lines[0] == "Plan for 11 workloads: 6 admitted (5 new, 1 before this cycle), 4 pending, 1 inadmissible, 0 finished."
+    assert lines[0] == "Plan for 11 workloads: 6 admitted (5 new, 1 before this cycle), 3 pending, 2 inadmissible, 0 finished."
     assert any(line.startswith("ADMITTED NEW team-a/train-resnet  (") for line in lines)
     before = next(line for line in lines if "team-b/pod-indexer" in line)
     assert before.startswith("ADMITTED     team-b/pod-indexer") and before.endswith(", admitted before this cycle)")
@@ -292,7 +294,7 @@ def test_text_plan_marks_new_admissions_apart_from_earlier_ones():
 def test_text_plan_ends_with_counts_per_cluster_queue():
     lines = invoke("plan", EXAMPLE).output.splitlines()
     table = lines[lines.index("ClusterQueue  admitted new  admitted before  pending  evicted  inadmissible  finished"):]
-    assert [row.split() for row in table[1:]] == [["research", "1", "0", "3", "0", "0", "0"],
+    assert [row.split() for row in table[1:]] == [["research", "1", "0", "2", "0", "1", "0"],
                                                   ["team-a", "2", "0", "1", "0", "1", "0"],
                                                   ["team-b", "2", "1", "0", "0", "0", "0"]]
     assert lines[-1] == table[-1]
