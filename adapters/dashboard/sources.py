@@ -66,7 +66,7 @@ def recorded(db: str) -> Refreshing:
         cycle = last()
         with DecisionLog.open(db) as log:
             rebuilt = load_recorded(log, cycle)
-        plan = guarded_cycle(rebuilt.snapshot, rebuilt.policy, rebuilt.config)
+        plan = guarded_cycle(rebuilt.snapshot, rebuilt.policy, rebuilt.config, now=rebuilt.now)  # as it was decided
         return Current(rebuilt.snapshot, plan, time.time(), f"cycle {cycle} of the decision log, decided again")
 
     return Refreshing(make, lambda current: not current.origin.startswith(f"cycle {last()} "))
