@@ -12,14 +12,14 @@ from typing import Any, Callable
 import click
 
 from clueue.engine import (
-    ClueueError, Config, Document, Plan, Policy, Snapshot, build_snapshot, compile_snapshot, load_policy,
+    ClueueError, Config, Document, Plan, Policy, Snapshot, compile_snapshot, load_policy,
 )
 from clueue.engine.facts import render_facts
 from clueue.engine.podgroups import describe_group
 from clueue.engine.guard import guarded_cycle
 from clueue.engine.whatif import what_if, with_suggestions
 
-from .files import load_config, load_snapshot, read_documents
+from .files import load_config, load_snapshot
 from .reference import facts_reference
 from .render import dump, render_explanation, render_plan
 from .scope import Scope
@@ -138,16 +138,14 @@ def _cluster(kubeconfig: str | None, context: str | None, in_cluster: bool, *,
 
 
 def _snapshot(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
-              read: list[Document] | None = None) -> Snapshot:
+              read: list[Document] | None = None, worker_read: dict[str, list[Document]] | None = None) -> Snapshot:
     """The snapshot files given, or with no PATH the live cluster (see :func:`_cluster`);
-    ``read``, if given, receives the documents it is built from (for the decision log)."""
+    ``read`` and ``worker_read``, if given, receive the documents it is built from, the
+    manager's and each MultiKueue worker's of the files (for the decision log)."""
     if paths:
         if kubeconfig or context or in_cluster:
             raise click.UsageError("give snapshot PATHs or --kubeconfig/--context/--in-cluster, not both")
-        if read is None:
-            return load_snapshot(paths)
-        read.extend(read_documents(paths))
-        return build_snapshot(read)
+        return load_snapshot(paths, read, worker_read)
     from .kube import read_cluster
     return read_cluster(_api(*_cluster(kubeconfig, context, in_cluster, paths_allowed=True)), read)
 
@@ -160,13 +158,16 @@ def _record_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _record(origin: str, db: str | None, policy: Policy, config: Config, started: float,
-            documents: list[Document], snapshot: Snapshot | None, plan: Plan | None) -> None:
-    """Record one cycle of ``plan`` or ``apply`` in the decision log (--db, else the Configuration's)."""
+            documents: list[Document], snapshot: Snapshot | None, plan: Plan | None, now: int | None = None,
+            worker_documents: dict[str, list[Document]] | None = None) -> None:
+    """Record one cycle of ``plan`` or ``apply``, decided at ``now``, in the decision log (--db,
+    else the Configuration's), with the MultiKueue workers' views it read and their documents."""
     from .decisionlog.config import log_path
     from .decisionlog.recorder import record_once
     record_once(log_path(db, config), origin=origin, policy=policy, config=config, started=started,
                 documents=documents if snapshot is not None else None, plan=plan,
-                snapshot_notices=snapshot.notices if snapshot is not None else ())
+                snapshot_notices=snapshot.notices if snapshot is not None else (), now=now,
+                workers=snapshot.workers if snapshot is not None else None, worker_documents=worker_documents)
 
 
 def _cycle(snapshot: Snapshot, policies: tuple[str, ...], config_path: str | None, time_budget: float | None) -> Plan:
@@ -231,15 +232,17 @@ def plan(paths: tuple[str, ...], scope: Scope, kubeconfig: str | None, context: 
         raise click.UsageError("--db names the decision log --record writes to: give --record too")
     started = time.time()
     documents: list[Document] = []
-    snapshot = _snapshot(paths, kubeconfig, context, in_cluster, documents if record else None)
+    worker_documents: dict[str, list[Document]] = {}
+    snapshot = _snapshot(paths, kubeconfig, context, in_cluster, *((documents, worker_documents) if record else ()))
     config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
-    result = guarded_cycle(snapshot, policy, config, now=int(time.time()))
+    now = int(time.time())
+    result = guarded_cycle(snapshot, policy, config, now=now)
     if whatif:
         shown = [w.name for w in result.workloads if scope.shows(w, snapshot)]
         result = with_suggestions(result, what_if(snapshot, policy, config, result, shown))
     click.echo(render_plan(result, fmt, scope=scope, snapshot=snapshot), nl=False)
     if record:
-        _record("plan", db, policy, config, started, documents, snapshot, result)
+        _record("plan", db, policy, config, started, documents, snapshot, result, now, worker_documents)
 
 
 @main.command(short_help="Explain one workload's decision; writes nothing.")
@@ -355,13 +358,19 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
     config, policy = load_config(config_path, time_budget=time_budget), load_policy(policies)
     started, documents, snapshots = time.time(), [], []
 
+    decided_at: list[int] = []
+
     def read() -> Snapshot:
         snapshots.append(read_cluster(api, documents if record else None))
         return snapshots[-1]
 
+    def decide(snapshot: Snapshot) -> Plan:
+        decided_at.append(int(time.time()))  # the time it decides at, which the log keeps for a replay
+        return guarded_cycle(snapshot, policy, config, now=decided_at[-1])
+
     with counting_retries() as tally:  # the reads' retries count too, not only apply_plan's
         decided = decide_and_apply(api, policy, config, dry_run=dry_run == "server", lease_namespace=lease_namespace,
-                                   lease_timeout=lease_timeout, read=read)
+                                   lease_timeout=lease_timeout, read=read, decide=decide)
     applied = decided.applied
     applied.retries = tally.retries
     if fmt == "text":
@@ -377,7 +386,8 @@ def apply(kubeconfig: str | None, context: str | None, in_cluster: bool, policie
                          "warnings": applied.warnings, "retries": applied.retries, "stopped": applied.stopped},
                         fmt), nl=False)
     if record:  # after the report: the writes are made whether or not the log can be written
-        _record("apply", db, policy, config, started, documents, snapshots[-1] if snapshots else None, decided.plan)
+        _record("apply", db, policy, config, started, documents, snapshots[-1] if snapshots else None, decided.plan,
+                decided_at[-1] if decided_at else None)
     if applied.stopped:
         from .kube.errors import ClusterUnavailable
         sys.exit(ClusterUnavailable.exit_code)

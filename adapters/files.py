@@ -50,21 +50,28 @@ def read_documents(paths: Iterable[str]) -> list[Document]:
     return docs
 
 
-def load_snapshot(paths: Iterable[str]) -> Snapshot:
+def load_snapshot(paths: Iterable[str], read: list[Document] | None = None,
+                  worker_read: dict[str, list[Document]] | None = None) -> Snapshot:
     """Read and validate a snapshot from files.
 
     A directory may hold MultiKueue worker clusters (docs/dispatch.md): each subdirectory
     ``workers/<cluster>/`` holds that worker's own objects, in the same layout, and optionally a
     ``clueue.dev/v1 WorkerView`` document whose ``ageSeconds`` says how long ago they were read
     (0 if absent). They become :attr:`Snapshot.workers`, not objects of the manager.
+
+    ``read`` and ``worker_read``, if given, receive the documents the snapshot is built from:
+    the manager's, and each worker's (for the decision log).
     """
-    docs: list[Document] = []
+    docs: list[Document] = [] if read is None else read
     workers: dict[str, WorkerView] = {}
     for raw in paths:
         held = Path(raw) / WORKERS_DIR
         if raw != "-" and held.is_dir():
             docs += [d for d in read_documents([raw]) if not Path(d.source.rpartition("#")[0]).is_relative_to(held)]
-            workers.update((sub.name, _worker_view(sub)) for sub in sorted(held.iterdir()) if sub.is_dir())
+            for sub in sorted(held.iterdir()):
+                if sub.is_dir():
+                    into = worker_read.setdefault(sub.name, []) if worker_read is not None else None
+                    workers[sub.name] = _worker_view(sub, into)
         else:
             docs += read_documents([raw])
     snapshot = build_snapshot(docs)
@@ -75,10 +82,11 @@ def load_snapshot(paths: Iterable[str]) -> Snapshot:
 WORKERS_DIR = "workers"
 
 
-def _worker_view(directory: Path) -> WorkerView:
-    """One worker's objects, and the age of its ``WorkerView`` document."""
+def _worker_view(directory: Path, read: list[Document] | None = None) -> WorkerView:
+    """One worker's objects (also put in ``read``, if given), and the age of its ``WorkerView``
+    document."""
     age = 0
-    docs = []
+    docs = [] if read is None else read
     for doc in read_documents([str(directory)]):
         if isinstance(doc.body, Mapping) and doc.body.get("kind") == "WorkerView":
             f = Fields(Document(doc.source, {**doc.body, "metadata": {"name": directory.name}}), "WorkerView")

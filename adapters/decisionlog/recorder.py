@@ -168,12 +168,15 @@ class Recorder:
 
 def record_once(path: str, *, origin: str, policy: Policy, config: Config, started: float,
                 documents: Sequence[Document] | None, plan: Plan | None, snapshot_notices: Sequence[str] = (),
-                phases: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Record one cycle of a command (``apply``, ``plan --record``) and close the log.
+                phases: Mapping[str, float] | None = None, now: int | None = None,
+                workers: Mapping[str, WorkerView] | None = None,
+                worker_documents: Mapping[str, Sequence[Document]] | None = None) -> dict[str, Any]:
+    """Record one cycle of a command (``apply``, ``plan --record``) and close the log; the
+    arguments as :meth:`Recorder.record`'s.
 
     Raises:
         DecisionLogError: the log cannot be opened or written.
     """
     with Recorder.open(path, origin=origin, policy=policy, config=config) as recorder:
         return recorder.record(started=started, documents=documents, plan=plan, snapshot_notices=snapshot_notices,
-                               phases=phases)
+                               phases=phases, now=now, workers=workers, worker_documents=worker_documents)

@@ -154,3 +154,19 @@ def test_replay_lists_a_nomination_that_changed_and_exit_code_says_so(tmp_path: 
     data = json.loads(invoke("audit", "replay", "1", "--db", path, "-o", "json").output)
     assert data["nominations"] == [{"workload": "default/big", "recorded": ["worker-a"],
                                     "replayed": ["worker-a", "worker-b", "worker-c"]}]
+
+
+def test_plan_record_of_a_snapshot_with_workers_replays_its_nominations(tmp_path: Path) -> None:
+    """``clueue plan --record`` of the bundled multi-cluster example keeps each worker's objects
+    apart from the manager's, and the recorded cycle replays to the same nominations."""
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "multicluster")
+    path = str(tmp_path / "log.db")
+    planned = invoke("plan", example, "--record", "--db", path, "-o", "json")
+    assert planned.exit_code == 0, planned.output
+    nominated = {a["target"] for a in json.loads(planned.output)["actions"] if a["kind"] == "nominate"}
+    assert nominated  # the example dispatches
+    shown = json.loads(invoke("audit", "show", "1", "--db", path, "-o", "json").output)
+    assert sorted(w["name"] for w in shown["workers"]) == ["worker-a", "worker-b", "worker-c"]
+    replayed = invoke("audit", "replay", "1", "--db", path, "--exit-code")
+    assert replayed.exit_code == 0, replayed.output
+    assert "0 decision(s) change" in replayed.output and "nominated to other workers" not in replayed.output
