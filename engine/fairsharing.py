@@ -86,7 +86,7 @@ class ShareTree:
             if cq.cohort:  # a cohort named only by ClusterQueues exists, without quota
                 self.nodes.setdefault(Node("cohort", cq.cohort), _node(None, Fraction(1), ()))
         self.children: dict[Node, list[Node]] = defaultdict(list)
-        for n, v in self.nodes.items():
+        for n, v in list(self.nodes.items()):  # a parent named only by a child is added, as a root
             if v.parent is not None:
                 self.nodes.setdefault(v.parent, _node(None, Fraction(1), ()))
                 self.children[v.parent].append(n)

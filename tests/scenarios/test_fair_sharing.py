@@ -176,3 +176,11 @@ def test_the_victims_entry_names_fair_sharing_and_the_shares_compared():
     assert preemption["shares"] == {"preemptorNode": 'cq("a")', "victimNode": 'cq("b")', "preemptor": "0.25",
                                     "before": "0.5", "after": "0.25"}
     assert "(share 0.5 -> 0.25)" in reason.message
+
+
+def test_a_parent_cohort_named_only_by_its_child_is_a_root_of_the_tree():
+    """Cohort co names parent org, of which no Cohort object exists (Kueue creates it implicitly):
+    the shares are still computed, across co's subtree under org."""
+    objs = [*cohort_ab(), cohort("co", parent="org"), *b_borrows("3", "3", "3"),
+            workload("want", queue="qa", cpu="3", minute=9)]
+    assert victims(run(*objs, fair_sharing=FairSharing())) == {"default/b2"}
