@@ -253,9 +253,10 @@ def _waiting_reason(entry: WorkloadEntry | None) -> str:
 
 
 class SentWarnings:
-    """The Warning Events already recorded on pods about their group (its Workload cannot be
-    built), kept by a controller from apply to apply: each pod is told a reason once, not every
-    cycle. Bounded: beyond ``limit`` pods the oldest are forgotten (and told again if need be)."""
+    """The Warning Events already recorded (on pods about their group, whose Workload cannot be
+    built; on objects left out as malformed), kept by a controller from apply to apply: each
+    object is told a reason once, not every cycle. Bounded: beyond ``limit`` objects the oldest
+    are forgotten (and told again if need be)."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
@@ -263,7 +264,7 @@ class SentWarnings:
         self._lock = threading.Lock()
 
     def first(self, uid: str, digest: str) -> bool:
-        """True if pod ``uid`` has not been told these reasons yet (and remember it now)."""
+        """True if object ``uid`` has not been told these reasons yet (and remember it now)."""
         with self._lock:
             if self._told.get(uid) == digest:
                 return False
@@ -801,11 +802,14 @@ class _Applier:
 
     # -- Events ----------------------------------------------------------------------------
     def rejected(self, obj: Rejected) -> None:
-        """A Warning Event on an object the snapshot left out as malformed. A Workload's own
-        plan entry records why (InvalidObject); any other kind is told by this Event alone."""
+        """A Warning Event on an object the snapshot left out as malformed, once while the same
+        fault lasts (a controller keeps what it told across cycles). A Workload's own plan entry
+        records why (InvalidObject); any other kind is told by this Event alone."""
         where = f"{obj.field}: " if obj.field else ""
-        self.event(obj.kind, obj.api_version, obj.namespace, obj.name, "Warning", "InvalidObject",
-                   f"clueue cannot use it and leaves it out: {where}{obj.message}", uid=obj.uid)
+        message = f"clueue cannot use it and leaves it out: {where}{obj.message}"
+        if self.warned.first(obj.uid or f"{obj.kind} {obj.namespace}/{obj.name}", message):
+            self.event(obj.kind, obj.api_version, obj.namespace, obj.name, "Warning", "InvalidObject", message,
+                       uid=obj.uid)
 
     def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str,
               *, uid: str = "") -> None:

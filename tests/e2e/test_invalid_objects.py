@@ -8,6 +8,7 @@ import pytest
 from kubernetes import client
 
 from clueue.adapters.kube import ClusterCache, apply_plan
+from clueue.adapters.kube.apply import SentWarnings
 from tests.e2e.test_adapter import KUEUE, create, cycle, gated_pod, queue_setup, tag, workload_object
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
@@ -82,6 +83,17 @@ def test_malformed_objects_are_left_out_with_a_reason_and_an_event(api):
     [event] = [e for e in client.CoreV1Api(api).list_namespaced_event("default").items
                if e.involved_object.name == f"cq-bad-{t}"]
     assert (event.involved_object.uid, event.involved_object.namespace) == (bad_cq["metadata"]["uid"], None)
+
+    # A controller tells it once while the fault lasts, not every cycle (it keeps what it told).
+    def told_cq() -> list[tuple[str, int]]:
+        return sorted((e.metadata.name, e.count or 1) for e in client.CoreV1Api(api).list_namespaced_event("default").items
+                      if e.involved_object.name == f"cq-bad-{t}")
+    kept = SentWarnings()
+    assert not apply_plan(api, plan, warned=kept).errors
+    once = told_cq()
+    assert once != [(event.metadata.name, event.count or 1)]  # told again: this applier had not told it
+    assert not apply_plan(api, cycle(api), warned=kept).errors
+    assert told_cq() == once
 
     cache = ClusterCache(api, watch_seconds=2).start()  # what a controller reads: lenient as well
     try:
