@@ -4,11 +4,13 @@ For a pending workload, each suggestion names one change to the snapshot (more n
 of a ClusterQueue or Cohort, a higher borrowing or lending limit, admitted workloads finished)
 and is shown only once a decision cycle on the changed snapshot admits the workload. Amounts
 are least: one unit less (the unit the solver counts the quota tree in) does not admit it,
-found by binary search with re-solves. A re-solve decides only the quota tree of the workload
-(its ClusterQueues, Cohorts and the workloads queued or admitted there; the whole snapshot when
-it has Nodes, which trees share), and re-solves are cached per tree and change, so workloads of
-one tree asking about the same change share them. All of it runs under its own time budget
-(``Config.whatif_budget``); what the budget cut short is said, never guessed.
+found by re-solves (a scan of small raises, else the stated shortfall, else bisection). A
+re-solve decides only the quota tree of the workload (its ClusterQueues, Cohorts and the
+workloads queued or admitted there; the whole snapshot when it has Nodes, which trees share)
+and the pending workloads up to it in line; re-solves are cached per tree and change, and with
+a fixed rank order one answers for every workload it kept, so workloads of one tree asking about
+the same change share them. All of it runs under its own time budget (``Config.whatif_budget``);
+what the budget cut short is said, never guessed.
 
 Pure: it calls the decision cycle (cycle.py) on modified snapshots. docs/what-if.md describes
 the semantics.
@@ -279,9 +281,11 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
         try:
             if time.monotonic() >= deadline:
                 raise _OutOfTime
-            # bound of a raise: what it and every pending workload that may be ahead of it ask
+            # bound of a raise: what it and every pending workload that may be ahead of it ask (with
+            # the rank order fixed, what the whole tree asks: the same bound, so the same re-solves,
+            # for every workload of the tree)
             suggestions += _quota_suggestions(snapshot, t, e, step, deadline,
-                                              queued if e.rank is None else
+                                              queued if e.rank is None or fixed else
                                               [e, *ahead, *queued[ranked[root]:]])
             suggestions += _finish_suggestion(t, e, running.get(root, []), deadline)
         except _OutOfTime:
@@ -372,16 +376,21 @@ def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: 
             return current
         # Beyond, the stated shortfall (the explanation pass's model of the line, right in nearly
         # every case) is tried first: if it admits and one unit less does not, two re-solves
-        # settle it. Otherwise bisection from the most, then down while one unit less admits.
-        guess = {r: min(top[r], -(-resources[r] // unit[r])) for r in resources}
-        if len(resources) == 1 and all(guess.values()) and ok(view, guess) \
-                and not ok(view, {r: n - 1 for r, n in guess.items()}):
-            return guess
-        current = dict(top)
-        if not ok(view, current):
-            return None
+        # settle it; if it admits, bisection below it; else (if the bound admits at all) above it.
+        # Then down while one unit less still admits.
+        current = {r: min(top[r], -(-resources[r] // unit[r])) for r in resources}
+        if ok(view, current):
+            if len(resources) == 1 and all(current.values()) \
+                    and not ok(view, {r: n - 1 for r, n in current.items()}):
+                return current
+            floor = dict.fromkeys(resources, 0)
+        else:
+            floor = {r: n + 1 if len(resources) == 1 else 0 for r, n in current.items()}
+            current = dict(top)
+            if not ok(view, current):
+                return None
         for r in sorted(resources):
-            current[r] = _descend(lambda n: ok(view, {**current, r: n}), current[r])
+            current[r] = _descend(lambda n: ok(view, {**current, r: n}), floor[r], current[r])
         return current
 
     # Searched without the workloads ranked after it, then (unless the rank order is fixed)
@@ -397,11 +406,9 @@ def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: 
     return [Change(node, flavor, r, limit, unit[r] * n) for r, n in sorted(current.items()) if n]
 
 
-def _descend(admits: Callable[[int], bool], hi: int) -> int:
+def _descend(admits: Callable[[int], bool], lo: int, hi: int) -> int:
     """From ``hi``, which admits, an amount that admits while one less does not (or 0): bisection
-    over [0, hi] (its midpoints are the same for every workload asking about the same raise, so
-    their re-solves are shared), then down while one less still admits."""
-    lo = 0
+    over [lo, hi] (below ``lo`` is taken not to admit), then down while one less still admits."""
     while lo < hi:
         mid = (lo + hi) // 2
         if admits(mid):
