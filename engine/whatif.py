@@ -376,21 +376,19 @@ def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: 
             return current
         # Beyond, the stated shortfall (the explanation pass's model of the line, right in nearly
         # every case) is tried first: if it admits and one unit less does not, two re-solves
-        # settle it; if it admits, bisection below it; else (if the bound admits at all) above it.
-        # Then down while one unit less still admits.
+        # settle it; else bisection below it if it admits, or below the bound, then down while one
+        # unit less still admits.
         current = {r: min(top[r], -(-resources[r] // unit[r])) for r in resources}
         if ok(view, current):
             if len(resources) == 1 and all(current.values()) \
                     and not ok(view, {r: n - 1 for r, n in current.items()}):
                 return current
-            floor = dict.fromkeys(resources, 0)
         else:
-            floor = {r: n + 1 if len(resources) == 1 else 0 for r, n in current.items()}
             current = dict(top)
             if not ok(view, current):
                 return None
         for r in sorted(resources):
-            current[r] = _descend(lambda n: ok(view, {**current, r: n}), floor[r], current[r])
+            current[r] = _descend(lambda n: ok(view, {**current, r: n}), current[r])
         return current
 
     # Searched without the workloads ranked after it, then (unless the rank order is fixed)
@@ -406,9 +404,11 @@ def _least(t: _Before, key: str, node: str, flavor: str, limit: str, resources: 
     return [Change(node, flavor, r, limit, unit[r] * n) for r, n in sorted(current.items()) if n]
 
 
-def _descend(admits: Callable[[int], bool], lo: int, hi: int) -> int:
+def _descend(admits: Callable[[int], bool], hi: int) -> int:
     """From ``hi``, which admits, an amount that admits while one less does not (or 0): bisection
-    over [lo, hi] (below ``lo`` is taken not to admit), then down while one less still admits."""
+    over [0, hi] (the same midpoints for every workload of the tree asking about that raise,
+    so they share the re-solves), then down while one less still admits."""
+    lo = 0
     while lo < hi:
         mid = (lo + hi) // 2
         if admits(mid):
