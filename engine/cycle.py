@@ -69,7 +69,6 @@ class _Round:
     unsolved: tuple[str, ...]  # ranked candidates beyond the cut, in rank order
     complete: bool  # no candidate beyond the cut could have been admitted
     placed: Assignment | None = None  # the pods of the decision on their nodes (only with Nodes)
-    order: Callable[[Workload], Any] | None = None  # a pending workload's rank key, under fair sharing (prune.py)
 
     def explainer(self, key: str) -> str:
         """The workload whose explanation ``key`` shares (itself if none)."""
@@ -115,9 +114,9 @@ def _round(snapshot: Snapshot, selection: Selection, units: Units, cut: Mapping[
     # what the others admitted now fit beside, this cycle's victims and what their preemptors
     # will hold (preemption.lp), and a candidate beyond the cut never preempts (prune.py).
     if not selection.unsettled(decision.assignments, decision.preempting, cut):
-        return _Round(decision, explained, proxy, selection.stand_in, unsolved, True, placed, selection.order)
+        return _Round(decision, explained, proxy, selection.stand_in, unsolved, True, placed)
     complete = not {proxy.get(k, k) for k in unsolved} & explained()[1].might_fit
-    return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete, placed, selection.order)
+    return _Round(decision, explained, proxy, selection.stand_in, unsolved, complete, placed)
 
 
 #: Solves of one round at most, each after the node-by-node check refused some (workload, class):
@@ -603,7 +602,7 @@ def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozense
                 reasons += (make_reason("BudgetExhausted", budgetSeconds=config.time_budget),)
             shared[w.key] = (_state(reasons), reasons)
 
-    ahead = _AdmittedAhead(decision, explanation, rank, built.by_key, done.order)
+    ahead = _AdmittedAhead(decision, explanation, rank, built.by_key)
     fifo = _FifoHeads(decision, explanation, done.proxy, done.unsolved)
     for w in built.workloads:
         if w.key in entries:
@@ -669,17 +668,15 @@ class _AdmittedAhead:
     and the preemptions under way in each tree, to name what it waits for instead.
 
     Solved workloads compare by the solver's rank; others (only ever left out of the solve
-    under the built-in ordering or fair sharing) by that ordering's key: priority, creation
-    time, name; under fair sharing ``order``, the shares first (prune.py).
+    under the built-in ordering) by that ordering's key: priority, creation time, name.
     """
 
     def __init__(self, decision: Decision, explanation: Explanation, rank: Mapping[str, int],
-                 workloads: Mapping[str, Workload], order: Callable[[Workload], Any] | None = None) -> None:
+                 workloads: Mapping[str, Workload]) -> None:
         self.rank = rank
         self.workloads = workloads
-        self.order = order
         self.preempting = decision.preempting
-        self.by_tree: dict[Any, list[tuple[int, str, frozenset[tuple[str, str]], Any]]] = {}
+        self.by_tree: dict[Any, list[tuple[int, str, frozenset[tuple[str, str]], tuple[int, int, str]]]] = {}
         # preemptions under way, by tree: (preemptor, its victims, the quota it takes); a preemptor
         # is not admitted yet, so no one waits behind it: they wait for the eviction (issue 24)
         self.evicting: dict[Any, list[tuple[str, list[str], frozenset[tuple[str, str]]]]] = {}
@@ -698,9 +695,9 @@ class _AdmittedAhead:
         self.short: dict[str, frozenset[tuple[str, str]]] = {}
         self.reasons: dict[tuple[str, ...], Reason] = {}
 
-    def _key(self, key: str) -> Any:
+    def _key(self, key: str) -> tuple[int, int, str]:
         w = self.workloads[key]
-        return (-w.priority, w.created, w.key) if self.order is None else self.order(w)
+        return (-w.priority, w.created, w.key)
 
     def before(self, key: str, explainer: str, reasons: tuple[Reason, ...]) -> tuple[str, ...]:
         """Up to three admitted workloads ranked just before ``key`` that use quota it lacks."""

@@ -35,19 +35,8 @@ set, and the prefix is taken per tree (a *cut*). Then a tree that is full sends 
 to the solve, not every one ranked before another tree's last admission. User files may relate
 trees, so with them the cut is one prefix of the whole rank order.
 
-*Fair sharing.* Under fair sharing (and admission fair sharing) the rank order puts first the
-shares of ``fair_rank/4`` (fairsharing.lp), computed once per cycle from what is admitted
-before it: still one fixed order, so all of the above holds in it. The candidates are ranked by
-the shares the solve is given (:class:`_FairOrder`), which are the same over the kept ones as
-over the whole backlog, since a ClusterQueue keeps its own order (LocalQueue position, then
-the built-in key) and a cut is a prefix of each. The head of each ClusterQueue that reclaims
-may preempt while it borrows there (fairsharing.lp's ``may_reclaim/3``), so the cut reaches
-it where it has possible victims. Every candidate of a queue that reclaims from lower
-priorities only is in the cut too: left waiting, it holds quota against borrowers ranked
-before it (holds.lp), which would otherwise let a later candidate change an earlier decision.
-
-All this relies on the built-in ``ordering.lp``, ``capacity.lp``, ``quota.lp``, ``preemption.lp``,
-``fairsharing.lp`` and ``holds.lp``; if a policy replaces any of them, every candidate is solved. User rules that only add constraints keep this
+Both rely on the built-in ``ordering.lp``, ``capacity.lp``, ``quota.lp`` and ``preemption.lp``; if a policy
+replaces any of them, every candidate is solved. User rules that only add constraints keep this
 exact, as long as they tell workloads apart by their facts and not by their names.
 """
 
@@ -62,7 +51,7 @@ from fractions import Fraction
 from math import floor
 from typing import Callable, Collection, Iterable, Iterator, Mapping, NamedTuple
 
-from .fairsharing import fair_sharing_facts, reorders
+from .fairsharing import reorders
 from .memo import Changes, Memo
 from .objects import PodSetSpec, ResourceGroup
 from .policy import Policy
@@ -73,7 +62,7 @@ from .workloads import Workload, Workloads
 __all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
 
 #: The rule groups whose semantics the selection relies on.
-RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp", "preemption.lp", "fairsharing.lp", "holds.lp")
+RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp", "preemption.lp")
 _FILL = 2  # a first prefix asks for twice what a quota tree holds, unless the tree is plain
 
 
@@ -97,8 +86,6 @@ class Selection:
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
     preempts: tuple[bool, ...] = ()  # per ranked member: it might be admitted by preempting (_Preemptors.may_preempt)
     plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
-    waits: tuple[bool, ...] = ()  # per ranked member: left waiting, it may hold quota for its queue (holds.lp)
-    order: Callable[[Workload], tuple[object, ...]] | None = None  # under fair sharing: a pending one's rank key
     independent: bool = False  # quota trees are independent problems: a cut may differ per tree
 
     def prefix(self, grow: int = 1) -> dict[str, int]:
@@ -113,9 +100,7 @@ class Selection:
         candidates small enough for what is free (a bigger one cannot take any of it).
         The walk stops once every tree is settled for both, so it costs the prefix, not the backlog.
         Third, it reaches every candidate that might be admitted by preempting, so that no
-        candidate beyond the cut needs the explanation pass, which does not model preemption;
-        and every candidate of a queue that reclaims from lower priorities only, which, left
-        waiting, holds quota against borrowers ranked before it (holds.lp).
+        candidate beyond the cut needs the explanation pass, which does not model preemption.
         """
         room = {tree: dict(res) for tree, res in self.capacity.items()}  # what greedy order leaves
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -151,7 +136,7 @@ class Selection:
         seen.clear()
         for i, (tree, _) in enumerate(self.demand):
             seen[tree] += 1
-            if self.preempts[i] or self.waits[i]:
+            if self.preempts[i]:
                 cut[tree] = max(cut.get(tree, 0), seen[tree])
         return self._covering(cut)
 
@@ -312,8 +297,8 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
     """Split the workloads of a cycle; see the module docstring. A ``memo`` (memo.py), the one
     that ``built`` was built with, keeps the split, and each shape's members in rank order,
     from one cycle to the next."""
-    if not all(policy.is_builtin(name) for name in RULE_GROUPS):
-        return Selection(built.workloads)
+    if reorders(snapshot) or not all(policy.is_builtin(name) for name in RULE_GROUPS):
+        return Selection(built.workloads)  # fair sharing orders candidates otherwise (fairsharing.py)
     memo = memo or Memo(remember=False)
     queues = {f"{lq.namespace}/{lq.name}": lq.cluster_queue for lq in snapshot.local_queues.values()}
     tree_of, quotas, plain = _trees(snapshot)
@@ -334,72 +319,19 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
         preempts[number] = preemptors.may_preempt(head.cluster_queue, head.workload.priority, head.needs,
                                                   free.get(tree, {}))
         # What is admitted beside this cycle's victims fits the free quota; a queue has one
-        # preemptor a cycle (preemption.lp), under fair sharing perhaps its head (fair_head).
-        fair_head = preemptors.may_reclaim_fairly(head.cluster_queue, head.workload.priority)
-        limit = _bound(head.needs, free.get(tree, {})) + int(preempts[number] or fair_head) + 1
+        # preemptor a cycle (preemption.lp).
+        limit = _bound(head.needs, free.get(tree, {})) + int(preempts[number]) + 1
         kept += members[:limit]
         sizes[tree] += min(len(members), limit)
         shape.update((p.workload.key, number) for p in members[:limit])
         if len(members) > limit:
             dropped[number] = (members[limit - 1].workload.key, members[limit:])
-    heads: frozenset[str] = frozenset()
-    order = None
-    if reorders(snapshot):
-        # every pending one now: the index changes with the next cycle, the order may be asked after it
-        fair = _FairOrder(snapshot, fixed, [p.workload for p in kept],
-                          [p.workload for members in index.shapes.values() for p in members])
-        heads, order = fair.heads, fair.key
-        kept.sort(key=lambda p: (fair.keys[p.workload.key], p.rank))
-    else:
-        kept.sort()
+    kept.sort()
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(preempts[p.shape] or (p.workload.key in heads and preemptors.may_reclaim_fairly(
-                         p.cluster_queue, p.workload.priority)) for p in kept), plain,
-                     tuple(preemptors.reclaim.get(p.cluster_queue) == "LowerPriority" for p in kept), order,
+                     tuple(preempts[p.shape] for p in kept), plain,
                      independent=not policy.user_files)
-
-
-class _FairOrder:
-    """Under fair sharing or admission fair sharing: each kept candidate's ``fair_rank/4``
-    shares, which come before the built-in key in ``rank_key/2`` (ordering.lp), and the heads
-    of their ClusterQueues, the ones fairsharing.lp lets reclaim while borrowing.
-
-    Taken from the facts the solve itself is given (fairsharing.py), so the order is the
-    solver's. They are the same over the kept candidates as over the whole backlog: a
-    workload's shares are the highest of those of its ClusterQueue ranked before it, in the
-    ClusterQueue's own order (its LocalQueue's position, then the built-in key); a dropped
-    shape member ranks after a kept one of its shape with the same shares; and any cut
-    solves a prefix of each ClusterQueue, as the rank order never reorders one. A dropped
-    member's own key is worked out, over the whole backlog, only when asked (:meth:`key`)."""
-
-    def __init__(self, snapshot: Snapshot, fixed: list[Workload], kept: list[Workload],
-                 pending: list[Workload]) -> None:
-        self._snapshot, self._fixed, self._pending = snapshot, fixed, pending
-        self.keys, self.heads = self._ranks(kept)
-        self._all: dict[str, tuple[int, int, int]] | None = None
-
-    def _ranks(self, pending: list[Workload]) -> tuple[dict[str, tuple[int, int, int]], frozenset[str]]:
-        keys: dict[str, tuple[int, int, int]] = {}
-        heads: set[str] = set()
-        for predicate, args in fair_sharing_facts(self._snapshot, [*self._fixed, *pending],
-                                                  self._snapshot.kueue_settings):
-            if predicate == "fair_rank":
-                key, top, own, lq = args
-                keys[str(key)] = (int(str(top)), int(str(own)), int(str(lq)))
-            elif predicate == "fair_preemptor_share":
-                heads.add(str(args[0]))
-        return keys, frozenset(heads)
-
-    def key(self, w: Workload) -> tuple[object, ...]:
-        """``w``'s place in the rank order: its shares, then the built-in key."""
-        shares = self.keys.get(w.key)
-        if shares is None:
-            if self._all is None:
-                self._all = self._ranks(self._pending)[0]
-            shares = self._all[w.key]
-        return (shares, _rank_key(w))
 
 
 class _Index:
@@ -528,7 +460,6 @@ class _Preemptors:
                 self.admitted[cq].append(w)
                 for k, v in held(w).items() if self.reclaim else ():
                     self.unused[cq][k] -= v
-        self.fair = snapshot.kueue_settings.fair_sharing is not None
         self.borrowing: dict[str, list[str]] = defaultdict(list)  # tree -> its queues that hold beyond nominal
         for cq, unused in self.unused.items():
             if any(v < 0 for v in unused.values()):
@@ -563,7 +494,8 @@ class _Preemptors:
                 return True
         if not reclaim:
             return False
-        lenders = self._lenders(cq)
+        lenders = [w.priority for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
+                   for w in self.admitted[other]]
         if borrow:
             most = self.borrow[cq]
             threshold = priority if most is None else min(priority, most + 1)
@@ -572,22 +504,6 @@ class _Preemptors:
         if not any(r in needs and needs[r] <= v for (_, r), v in self.unused[cq].items()):
             return False
         return any(reclaim == "Any" or p < priority for p in lenders)
-
-    def may_reclaim_fairly(self, cq: str, priority: int) -> bool:
-        """Whether, under fair sharing, the head of ``cq`` with ``priority`` has possible victims
-        by fairsharing.lp's ``may_reclaim/3``: its queue reclaims, and another queue of its tree
-        that borrows holds admitted workloads (of lower priority, under LowerPriority). It may
-        then borrow and ask more than its queue's nominal quota, so nothing else is required."""
-        reclaim = self.reclaim.get(cq)
-        if not self.fair or not reclaim:
-            return False
-        return any(reclaim == "Any" or p < priority for p in self._lenders(cq))
-
-    def _lenders(self, cq: str) -> list[int]:
-        """The priorities of the admitted workloads of the other queues of ``cq``'s tree that
-        borrow (preemption.lp's ``lends_to/3``)."""
-        return [w.priority for other in self.borrowing.get(self.tree_of.get(cq, ""), ()) if other != cq
-                for w in self.admitted[other]]
 
 
 def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:

@@ -44,12 +44,12 @@ def comparable(plan):
     return out, [a for a in plan.to_dict()["actions"]]
 
 
-def pruned_and_unpruned(objs, tmp_path, **config):
+def pruned_and_unpruned(objs, tmp_path):
     """The plan with candidates left out, and the plan without (a user copy of a rule group
-    turns leaving out off), under ``config``."""
+    turns leaving out off)."""
     same_ordering = tmp_path / "ordering.lp"
     same_ordering.write_text(resources.files("clueue.policies").joinpath("ordering.lp").read_text())
-    return run(objs, **config), run(objs, policy=[str(same_ordering)], **config)
+    return run(objs), run(objs, policy=[str(same_ordering)])
 
 
 def same_as_unpruned(objs, tmp_path):
