@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from kubernetes import client
 
 from clueue.adapters.cli import main
+from clueue.adapters.decisionlog.schema import DecisionLogError
 from clueue.adapters.decisionlog.store import DecisionLog
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
     api, cluster, controller_log, metric, metrics_port, start_controller, stop_controller, wait_until,
@@ -44,8 +45,11 @@ def log_config(tmp_path: Path, db: Path, **extra: object) -> Path:
 def holds(db: Path, name: str, state: str) -> Callable[[], bool]:
     """Whether the log ``db`` has recorded workload ``name`` in ``state`` (to wait for)."""
     def recorded() -> bool:
-        with DecisionLog.open(db) as log:
-            return any(s["state"] == state for _, _, s in log.history(name))
+        try:
+            with DecisionLog.open(db) as log:
+                return any(s["state"] == state for _, _, s in log.history(name))
+        except DecisionLogError:  # the controller is still creating it: its schema is not written yet
+            return False
     return recorded
 
 
