@@ -4,7 +4,8 @@
 ClusterQueues, one flavor, a few admitted Workloads of 1-4 pods started at different times, one
 pending Workload that may preempt), runs one clueue cycle on each, and runs a model of Kueue's
 classic preemption for the same preemptor: candidates ordered as Kueue documents them (workloads
-of other ClusterQueues that borrow first, then lower priority, then the most recently started),
+of other ClusterQueues that borrow first, then lower priority, then the most recently started,
+which is when its quota was reserved: its QuotaReserved condition, which clueue orders by too),
 taken one at a time until the preemptor fits, then added back from the second-to-last taken to
 the first wherever the preemptor still fits without them. Both are judged by one fit model:
 once its victims are gone the preemptor fits the cohort, and when it takes a workload of another
@@ -102,9 +103,10 @@ def _workload(name: str, queue: str, cpu: int, pods: int, priority: int, minute:
     out: dict[str, Any] = {"apiVersion": _KUEUE, "kind": "Workload", "metadata": {
         "name": name, "namespace": "default", "creationTimestamp": _minute(minute)},
         "spec": {"queueName": queue, "priority": priority, "podSets": sets}}
-    if admitted:
+    if admitted:  # started when its quota was reserved: the time both sides order victims by
         out["status"] = {"admission": {"clusterQueue": queue, "podSetAssignments": [
-            {"name": "main", "count": pods, "flavors": {"cpu": "f"}}]}}
+            {"name": "main", "count": pods, "flavors": {"cpu": "f"}}]}, "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "lastTransitionTime": _minute(minute)}]}
     return out
 
 

@@ -475,13 +475,14 @@ def _cluster_queue_facts(units: Mapping[str, Fraction], caps: Mapping[str, tuple
 
 def _eviction_order(out: _Facts, live: Sequence[Workload]) -> None:
     """Number the admitted workloads of each ClusterQueue in the order preemption takes them:
-    lower priority first, then the newest first (so the least work is lost), then by name."""
+    lower priority first, then the most recently admitted first (so the least work is lost, as
+    Kueue orders its candidates), then by name."""
     by_queue: dict[str, list[Workload]] = defaultdict(list)
     for w in live:
         if w.admission is not None and w.admission.cluster_queue:
             by_queue[w.admission.cluster_queue].append(w)
     for cq, admitted in sorted(by_queue.items()):
-        admitted.sort(key=lambda w: (w.priority, -w.created, w.key))
+        admitted.sort(key=lambda w: (w.priority, -w.reserved_since, w.key))
         for n, w in enumerate(admitted):
             out.add("eviction_order", cq, w.key, n)
 
@@ -516,6 +517,7 @@ def _workload_facts(out: _Facts, w: Workload, units: Mapping[str, Fraction]) -> 
             out.add("pod_set_toleration", k, ps.name, t.key, t.operator, t.value, t.effect)
     if w.admission is not None:
         out.add("admitted", k)
+        out.add("workload_reserved", k, w.reserved_since)
         if w.admission.cluster_queue:
             out.add("admitted_cq", k, w.admission.cluster_queue)
         for a in w.admission.pod_sets:

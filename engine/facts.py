@@ -137,9 +137,13 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("admitted_cq(W,Q)", "str str",
        "Admitted W holds its quota in ClusterQueue Q, the one its admission names (status.admission.clusterQueue), "
        "wherever its LocalQueue points now.", 'admitted_cq("research/serve","research").'),
+    _p("workload_reserved(W,T)", "str int",
+       "Admitted W's quota was reserved at T (its QuotaReserved condition's lastTransitionTime, else its "
+       "creation; seconds since the epoch): of equally good victims the most recently admitted go.",
+       'workload_reserved("research/serve",1767229200).'),
     _p("eviction_order(Q,W,N)", "str str int",
        "Admitted W is the N-th (from 0) workload of ClusterQueue Q that preemption takes: "
-       "lower priority first, then the newest, then by name.", 'eviction_order("team-a","research/serve",0).'),
+       "lower priority first, then the most recently admitted (workload_reserved/2), then by name.", 'eviction_order("team-a","research/serve",0).'),
     # -- fair sharing (docs/fair-sharing.md; only when it is on) --------------------------------
     _p("fair_strategy(S,I)", "str int",
        "Fair sharing is on; S is its I-th preemption strategy (from 0): LessThanOrEqualToFinalShare or "

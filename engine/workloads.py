@@ -92,6 +92,7 @@ class Workload:
     cluster_name: str = ""
     prebuilt: bool = False  # its pods name its Workload (PREBUILT_LABEL): their Workload is someone else's
     kept_gated: tuple[Reason, ...] = ()  # why some of its pods stay gated even once it is admitted
+    reserved: int = 0  # when its Workload's QuotaReserved condition turned True (0: unknown)
 
     # Derived once per workload object: every phase of a cycle looks workloads up by key, and a
     # Session spells out plan entries for the same pending workloads cycle after cycle.
@@ -104,6 +105,12 @@ class Workload:
         object.__setattr__(self, "pod_refs", tuple(sorted((p.name, p.uid) for pods in self.pods.values() for p in pods)))
         object.__setattr__(self, "requests", _pod_set_requests(
             tuple((ps.name, ps.count, tuple(ps.requests.items())) for ps in self.pod_sets)))
+
+    @property
+    def reserved_since(self) -> int:
+        """When its quota was reserved, which orders it among preemption victims (Kueue takes the
+        most recently admitted first): its QuotaReserved condition, else its creation."""
+        return self.reserved or self.created
 
     def admitted_count(self, pod_set: str) -> int:
         """Pods of ``pod_set`` that hold quota: the admitted count less succeeded pods (or
@@ -646,12 +653,12 @@ class _Builder:
                                       admission=obj.admission or built.admission,
                                       finished=built.finished or obj.finished, reclaimable=obj.reclaimable,
                                       held=() if obj.admission else built.held, checks=checks,
-                                      confirmed=obj.admitted, **remote), obj.active)
+                                      confirmed=obj.admitted, reserved=obj.reserved_at, **remote), obj.active)
         return self._checked(Workload(
             namespace=obj.namespace, name=obj.name, queue=obj.queue_name,
             priority=self._object_priority(obj), created=requeued or obj.created,
             pod_sets=obj.pod_sets, origin="workload", admission=obj.admission, finished=obj.finished,
-            reclaimable=obj.reclaimable, checks=checks, confirmed=obj.admitted, **remote,
+            reclaimable=obj.reclaimable, checks=checks, confirmed=obj.admitted, reserved=obj.reserved_at, **remote,
         ), obj.active)
 
     def _check_states(self, obj: KueueWorkload) -> tuple[CheckState, ...]:
