@@ -59,7 +59,7 @@ from .snapshot import Snapshot
 from .trees import quota_trees
 from .workloads import Workload, Workloads
 
-__all__ = ["Selection", "select_candidates", "RULE_GROUPS"]
+__all__ = ["Selection", "select_candidates", "rank_key", "RULE_GROUPS"]
 
 #: The rule groups whose semantics the selection relies on.
 RULE_GROUPS = ("ordering.lp", "capacity.lp", "quota.lp", "preemption.lp")
@@ -217,7 +217,7 @@ def _fits(needs: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> bool:
     return all(v <= free.get(r, Fraction(0)) for r, v in needs.items())
 
 
-def _rank_key(w: Workload) -> tuple[int, int, int, str]:
+def rank_key(w: Workload) -> tuple[int, int, int, str]:
     """The built-in ordering (ordering.lp): priority, then PodGroup gangs last, then creation
     time, then name."""
     return (-w.priority, int(w.coscheduled), w.created, w.key)
@@ -290,7 +290,7 @@ class _Pending(NamedTuple):
 
 
 def _pending(cq: str | None, w: Workload, memo: Memo) -> _Pending | None:
-    return None if cq is None else _Pending(_rank_key(w), memo.number(_shape(cq, w)), cq, _needs(w), w)
+    return None if cq is None else _Pending(rank_key(w), memo.number(_shape(cq, w)), cq, _needs(w), w)
 
 
 def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo: Memo | None = None) -> Selection:

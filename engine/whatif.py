@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Mapping
 from .compiler import resource_units
 from .config import Config
 from .facts import Node
-from .prune import _rank_key  # the built-in rank order
+from .prune import rank_key
 from .fairsharing import reorders, with_settings
 from .objects import FlavorQuotas, ResourceGroup, ResourceQuota
 from .plan import Plan, WorkloadEntry
@@ -259,7 +259,7 @@ def what_if(snapshot: Snapshot, policy: Policy, config: Config, plan: Plan,
     # that one the cycle left out of its solve is decided beside those ahead of it only
     line = {root: [x.name for x in xs[:ranked[root]]] for root, xs in pending.items()}
     if fixed:
-        line = {root: sorted((x.name for x in xs), key=lambda k: _rank_key(by_key[k])) for root, xs in pending.items()}
+        line = {root: sorted((x.name for x in xs), key=lambda k: rank_key(by_key[k])) for root, xs in pending.items()}
     place = {k: i for names in line.values() for i, k in enumerate(names)}
     for e in sorted(entries, key=lambda e: (e.rank is None, e.rank or 0, e.name)):
         root = workload_tree[e.name]
