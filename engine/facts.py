@@ -115,7 +115,8 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("workload_queue(W,LQ)", "str str", "Workload W is queued in LocalQueue LQ of its namespace.",
        'workload_queue("research/train","main").'),
     _p("workload_priority(W,P)", "str int", "Workload W has priority P.", 'workload_priority("research/train",100).'),
-    _p("workload_created(W,T)", "str int", "Workload W was created at T (seconds since the epoch; 0 if unknown).",
+    _p("workload_created(W,T)", "str int", "W entered its queue at T (seconds since the epoch; 0 if unknown): its creation, or when it "
+       "was requeued after an eviction that Kueue orders by its time (docs/pods-ready.md).",
        'workload_created("research/train",1767225600).'),
     _p("workload_tiebreak(W,N)", "str int", "Position N of W in name order: the last ordering tie-break.",
        'workload_tiebreak("research/train",7).'),
