@@ -4,7 +4,11 @@ Both parsers recurse once per level of nesting: ``json.loads`` raises ``Recursio
 a thousand levels, and the composer of libyaml's loader (PyYAML's fast one) recurses in C and
 kills the process with a segmentation fault at some tens of thousands. So YAML deeper than
 :data:`MAX_DEPTH` levels is refused as it is read, before the composer goes deeper, and JSON too
-deep for Python is refused with the same error. Kubernetes objects need about 20 levels.
+deep for Python is refused with the same error. Newer libyaml builds (PyYAML 6.0.3 on) also stop
+their scanner at a nesting depth of their own, which in flow style (``[[[...``) it reaches
+before the composer sees the first node: that refusal is reported as the same error, so the
+message does not depend on which PyYAML release is installed. Kubernetes objects need about 20
+levels.
 
 Every reader of YAML or JSON in clueue goes through here: snapshots and configuration files
 (``clueue.adapters.files``), policy test files (``policytest``).
@@ -59,6 +63,12 @@ def _too_deep(source: str) -> SnapshotError:
     return SnapshotError(f"nested deeper than {MAX_DEPTH} levels", source=source)
 
 
+def _scanner_too_deep(e: Exception) -> bool:
+    """Whether ``e`` is libyaml's own nesting limit (its scanner's "exceeded maximum nesting
+    depth"), which is deeper than :data:`MAX_DEPTH`, so the document is too deep for clueue too."""
+    return isinstance(e, yaml.MarkedYAMLError) and "nesting depth" in (e.problem or "")
+
+
 def parse_documents(text: str, source: str) -> list[Any]:
     """Every document of ``text``: JSON (one value; a list is its documents) if ``source`` ends
     in ``.json`` or the text starts with ``{`` or ``[``, else YAML (any number of documents).
@@ -74,6 +84,8 @@ def parse_documents(text: str, source: str) -> list[Any]:
     except (_TooDeep, RecursionError):
         raise _too_deep(source) from None
     except (yaml.YAMLError, ValueError) as e:  # ValueError: JSON's errors, and a number of over 4300 digits
+        if _scanner_too_deep(e):
+            raise _too_deep(source) from None
         raise SnapshotError(f"not valid YAML or JSON: {e}", source=source) from None
 
 
@@ -88,4 +100,6 @@ def parse_yaml(text: str, source: str) -> Any:
     except _TooDeep:
         raise _too_deep(source) from None
     except (yaml.YAMLError, ValueError) as e:
+        if _scanner_too_deep(e):
+            raise _too_deep(source) from None
         raise SnapshotError(f"not valid YAML: {e}", source=source) from None
