@@ -26,7 +26,7 @@ from .facts import render_facts
 from .memo import Memo
 from .objects import CheckState, PodSetSpec
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
-from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, eligible_shapes, first_fit,
+from .placement import (Assignment, Pins, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
 from .podgroups import holds
 from .podsready import pods_ready_condition, wait_for_pods_ready
@@ -349,12 +349,15 @@ def _node_selector(snapshot: Snapshot, flavors: Mapping[str, str]) -> dict[str, 
 
 
 def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssignment, ...],
-                    pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None) -> list[Action]:
+                    pinned: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
+                    pins: Pins | None = None) -> list[Action]:
     """Ungate the gated pods of ``w`` with the node labels of their flavors, and each on its node
-    (``kubernetes.io/hostname``): ``pinned`` maps (workload, pod set) to a node per pod, as
-    placement chose them (None without Nodes: no pod is pinned). With Nodes, a pod placement
-    found no node for stays gated."""
+    (``node``, pinned as :class:`~.placement.Pins` says: by the Node's ``kubernetes.io/hostname``
+    label, else ``matchFields`` on its name): ``pinned`` maps (workload, pod set) to a node per
+    pod, as placement chose them (None without Nodes: no pod is pinned). With Nodes, a pod
+    placement found no node for stays gated."""
     out = []
+    pins = pins or (Pins(snapshot) if pinned else None)
     for a in admission:
         selector = _node_selector(snapshot, a.flavors)
         if selector is None:  # an admission inferred from pods started elsewhere: nowhere to start the others
@@ -371,8 +374,13 @@ def _ungate_actions(snapshot: Snapshot, w: Workload, admission: tuple[PodSetAssi
                 node = next(nodes, None)
                 if node is None and pinned is not None:
                     continue
-                details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector if node is None
-                                           else {**selector, HOSTNAME_LABEL: node}, **extra}
+                details: dict[str, Any] = {"uid": pod.uid, "nodeSelector": selector, **extra}
+                if node is not None and pins is not None:
+                    details["node"] = node
+                    details["nodeSelector"] = {**selector, **pins.selector(node)}
+                    fields = pins.match_fields(node)
+                    if fields:  # the Node's hostname label does not name it alone
+                        details["matchFields"] = fields
                 if pod.role_hash == a.name and ROLE_HASH_ANNOTATION not in pod.annotations:
                     # The pod set is named by the pod's role hash, which covers the nodeSelector
                     # this action extends: record it, or the pod would leave its admitted pod set.
@@ -463,6 +471,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
     actions: list[Action] = []
     workloads = list(workloads)
     victims = Victims(snapshot, workloads, decision)
+    pins = Pins(snapshot) if pinned else None  # how a pod is pinned to each node (placement.py)
     for w in workloads:
         if w.finished:
             continue
@@ -487,7 +496,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                 actions.append(Action("complete-admission", w.key, w.key, {
                     "clusterQueue": w.admission.cluster_queue, "admissionChecks": [c.name for c in w.checks]}))
             if not w.multikueue:  # a MultiKueue workload's pods run in its worker: here they stay gated
-                actions += _ungate_actions(snapshot, w, w.held_admission(), pinned)
+                actions += _ungate_actions(snapshot, w, w.held_admission(), pinned, pins)
         elif w.key in decision.assignments and w.key not in decision.preempting:
             admission = _admission(w, decision.assignments[w.key], snapshot, pinned)
             details = {"clusterQueue": decision.cluster_queues.get(w.key), "podSets": [a.to_dict() for a in admission]}
@@ -499,7 +508,7 @@ def _actions(snapshot: Snapshot, workloads: Iterable[Workload], decision: Decisi
                 details["admissionChecks"] = list(checks)
             actions.append(Action("admit", w.key, w.key, details))
             if not checks:
-                actions += _ungate_actions(snapshot, w, admission, pinned)
+                actions += _ungate_actions(snapshot, w, admission, pinned, pins)
     return actions
 
 

@@ -28,7 +28,7 @@ from .snapshot import Snapshot
 from .topology import HOSTNAME_LEVEL, split_labels
 from .workloads import ADMISSION_GATE, Workload
 
-__all__ = ["HOSTNAME_LABEL", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
+__all__ = ["HOSTNAME_LABEL", "Pins", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
            "assign_nodes", "Assignment", "free_shapes", "shortage", "bundle", "eligible_shapes"]
 
 #: The label an ungated pod is pinned to its node with (docs/placement.md).
@@ -113,15 +113,73 @@ def per_node(requests: Mapping[str, Fraction], free: Mapping[str, Fraction], mos
     return max(n, 0)
 
 
+class Pins:
+    """How a pod is pinned to the Node placement chose, and which Node a pinned pod waits for.
+
+    kube-scheduler matches a node selector against a Node's labels, and a Node's
+    ``kubernetes.io/hostname`` label is what its kubelet says its host is: it differs from the
+    Node's ``metadata.name`` wherever the kubelet runs with ``--hostname-override`` or the cloud
+    names Nodes by DNS name (Node ``ip-10-0-1-14.ec2.internal``, label ``ip-10-0-1-14``). So a
+    pod is pinned by the Node's own label value, when that value names this Node alone among
+    the snapshot's Nodes; otherwise (no such label, or Nodes sharing it) by required node
+    affinity ``matchFields`` on ``metadata.name``, which names exactly one Node
+    (docs/placement.md).
+
+    >>> pins = Pins(Snapshot())
+    >>> pins.selector("n1")   # a Node the snapshot does not label: pinned by its name
+    {}
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._nodes = snapshot.nodes
+        self._by_label: dict[str, list[str]] = defaultdict(list)  # hostname label value -> Node names
+        for node in snapshot.nodes.values():
+            value = node.labels.get(HOSTNAME_LABEL)
+            if value is not None:
+                self._by_label[value].append(node.name)
+
+    def selector(self, node: str) -> dict[str, str]:
+        """The node selector pinning a pod to Node ``node``: ``{kubernetes.io/hostname: <its
+        label>}``, or ``{}`` when the label does not name it alone (see :meth:`match_fields`)."""
+        n = self._nodes.get(node)
+        value = n.labels.get(HOSTNAME_LABEL) if n is not None else None
+        return {HOSTNAME_LABEL: value} if value is not None and self._by_label[value] == [node] else {}
+
+    def match_fields(self, node: str) -> list[dict[str, object]]:
+        """The ``matchFields`` pinning a pod to ``node`` where :meth:`selector` cannot ([]: it can)."""
+        return [] if self.selector(node) else [{"key": "metadata.name", "operator": "In", "values": [node]}]
+
+    def node_of(self, pod: Pod) -> str:
+        """The Node an ungated pod that is not bound yet is pinned to ("" none): by its node
+        selector's hostname (the Node labelled so; if several are, the first by name; if none,
+        the Node of that name, as clueue pinned pods before it read the label), or by
+        ``matchFields`` on ``metadata.name`` that every term of its required node affinity has."""
+        value = pod.node_selector.get(HOSTNAME_LABEL)
+        if value is not None:
+            named = sorted(self._by_label.get(value, ()))
+            return named[0] if named else value if value in self._nodes else ""
+        terms = pod.needs.terms or ()
+        names = {frozenset(v for r in t.fields if r.operator == "In" for v in r.values) for t in terms}
+        if len(names) == 1:
+            [only] = names
+            if len(only) == 1:
+                return next(iter(only))
+        return ""
+
+
 def _on_nodes(snapshot: Snapshot) -> list[tuple[str, Pod]]:
     """(node, pod) for the pods on a node: bound there (spec.nodeName), or ungated and pinned
-    there by their node selector but not bound yet; terminated pods hold nothing."""
+    there (:class:`Pins`) but not bound yet; terminated pods hold nothing."""
     out = []
+    pins: Pins | None = None
     for pod in snapshot.pods.values():
         if pod.phase in _TERMINATED:
             continue
-        node = pod.node_name or (pod.node_selector.get(HOSTNAME_LABEL, "")
-                                 if ADMISSION_GATE not in pod.scheduling_gates else "")
+        node = pod.node_name
+        if not node and ADMISSION_GATE not in pod.scheduling_gates and (
+                HOSTNAME_LABEL in pod.node_selector or pod.needs.terms):
+            pins = pins or Pins(snapshot)
+            node = pins.node_of(pod)
         if node:
             out.append((node, pod))
     return out

@@ -201,6 +201,7 @@ def topology_assignment(snapshot: Snapshot, flavors: Mapping[str, str], nodes: S
     counts: dict[tuple[str, ...], int] = defaultdict(int)
     for name in nodes:
         node = snapshot.nodes.get(name)
-        labels = {**(node.labels if node is not None else {}), HOSTNAME_LEVEL: name}
+        # the hostname level's value is the Node's own label (what pins its pods), else its name
+        labels = {HOSTNAME_LEVEL: name, **(node.labels if node is not None else {})}
         counts[tuple(labels.get(level, "") for level in levels)] += 1
     return TopologyAssignment(levels, tuple(sorted(counts.items())))

@@ -631,10 +631,13 @@ class _Applier:
 
     def ungate(self, target: str, workload: str, uid: str, selector: dict[str, str],
                annotations: dict[str, str], labels: dict[str, str] | None = None,
-               tolerations: list[dict[str, Any]] | None = None) -> None:
-        """Remove the admission gate of a pod, adding ``selector`` to its node selector, and the
-        ``annotations``, ``labels`` and ``tolerations`` its admission checks ask for; only once
-        its Workload records the admission and every admission check Ready."""
+               tolerations: list[dict[str, Any]] | None = None,
+               match_fields: list[dict[str, Any]] | None = None) -> None:
+        """Remove the admission gate of a pod, adding ``selector`` to its node selector, the
+        ``match_fields`` pinning it to its Node to every term of its required node affinity
+        (:func:`_pinned_affinity`), and the ``annotations``, ``labels`` and ``tolerations`` its
+        admission checks ask for; only once its Workload records the admission and every
+        admission check Ready."""
         ns, name = target.split("/", 1)
         if workload not in self.recorded:  # not told by this chain's status write: read, not taken from the plan
             wl_ns, wl_name = workload.split("/", 1)
@@ -671,6 +674,8 @@ class _Applier:
                 spec["schedulingGates"] = [g for g in gates if g.get("name") != GATE]
             if merged:
                 spec["nodeSelector"] = merged
+            if match_fields:
+                spec["affinity"] = _pinned_affinity(spec.get("affinity"), match_fields)
             added = [t for t in tolerations or [] if t not in (spec.get("tolerations") or [])]
             if added:
                 spec["tolerations"] = list(spec.get("tolerations") or []) + added
@@ -1048,7 +1053,8 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
             if action.kind == "ungate":
                 applier.ungate(action.target, action.workload, details.get("uid", ""),
                                details.get("nodeSelector", {}), details.get("annotations", {}),
-                               details.get("labels", {}), details.get("tolerations", []))
+                               details.get("labels", {}), details.get("tolerations", []),
+                               details.get("matchFields", []))
             elif action.kind == "complete-admission":
                 applier.complete(action.target, list(details.get("admissionChecks", [])))
             elif action.kind == "nominate":
@@ -1064,6 +1070,24 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
                 applier.preempt(action.target, [(p["name"], p.get("uid", "")) for p in details.get("pods", [])],
                                 details["reason"]["code"], details["reason"]["message"],
                                 _preemption_variant(applier.plan, details), details["reason"].get("details"))
+
+
+def _pinned_affinity(affinity: Any, match_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """A gated pod's ``affinity`` with ``match_fields`` (the pin to its Node, docs/placement.md)
+    added to each term of its required node affinity, or as its one term if it has none: the
+    terms are ORed, so the pin must hold in each. A gated pod's required node affinity may only
+    be extended so (Kubernetes' rule for pods with scheduling gates)."""
+    affinity = dict(affinity or {})
+    node = dict(affinity.get("nodeAffinity") or {})
+    required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or []] or [{}]
+    for term in terms:
+        fields = list(term.get("matchFields") or [])
+        term["matchFields"] = fields + [f for f in match_fields if f not in fields]
+    required["nodeSelectorTerms"] = terms
+    node["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node
+    return affinity
 
 
 def _merge(into: ApplyResult, part: ApplyResult) -> None:

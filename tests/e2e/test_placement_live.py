@@ -51,10 +51,10 @@ def api(plane: ControlPlane) -> Iterator[client.ApiClient]:
         yield admin
 
 
-def gpu_pool(plane: ControlPlane, api: client.ApiClient, nodes: int, gpus: int = 16) -> str:
+def gpu_pool(plane: ControlPlane, api: client.ApiClient, nodes: int, gpus: int = 16, cpus: int = 0) -> str:
     """``nodes`` nodes of 8 GPUs, 64 cpu in pool ``pool-<tag>``; a flavor selecting the pool, a
-    ClusterQueue with ``gpus`` GPUs of quota and a LocalQueue ``main`` in namespace ``ns-<tag>``.
-    Returns the tag."""
+    ClusterQueue with ``gpus`` GPUs (and ``cpus``, default 64 a node) of quota and a LocalQueue
+    ``main`` in namespace ``ns-<tag>``. Returns the tag."""
     tag = uuid.uuid4().hex[:6]
     for i in range(nodes):
         plane.create_node(f"n{i}-{tag}", {"cpu": "64", "memory": "256Gi", GPU: "8"}, labels={"pool": f"pool-{tag}"})
@@ -63,7 +63,7 @@ def gpu_pool(plane: ControlPlane, api: client.ApiClient, nodes: int, gpus: int =
                  "spec": {"nodeLabels": {"pool": f"pool-{tag}"}}})
     create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
         "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", GPU], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": 64 * nodes},
+            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": cpus or 64 * nodes},
                                                 {"name": GPU, "nominalQuota": gpus}]}]}]}})
     create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": f"ns-{tag}"},
                  "spec": {"clusterQueue": f"cq-{tag}"}})
@@ -127,6 +127,39 @@ def test_a_gang_that_fits_is_bound_by_kube_scheduler_to_the_nodes_clueue_chose(
 
     assert wait_until(bound, WAIT_S, f"kube-scheduler to bind the gang (log: {plane.scheduler_log()})") == nodes
     assert condition(workload(api, ns, "train"), "Admitted").get("status") == "True"
+
+
+def test_pods_are_pinned_to_nodes_whose_hostname_label_is_not_their_name(
+        plane: ControlPlane, controller: Any, api: client.ApiClient) -> None:
+    # A kubelet with --hostname-override, or a cloud naming Nodes by DNS name, labels its Node
+    # with another hostname than the Node's name; a Node registered without a kubelet may have
+    # no hostname label at all. Each pod must be pinned so that kube-scheduler finds its Node.
+    tag = gpu_pool(plane, api, nodes=0, gpus=16, cpus=128)  # its nodes are made below
+    ns = f"ns-{tag}"
+    dns, bare = f"ip-10-0-1-14-{tag}.ec2.internal", f"bare-{tag}"
+    plane.create_node(dns, {"cpu": "64", "memory": "256Gi", GPU: "8"},
+                      labels={"pool": f"pool-{tag}", HOSTNAME: f"ip-10-0-1-14-{tag}"})
+    plane.create_node(bare, {"cpu": "64", "memory": "256Gi", GPU: "8"}, labels={"pool": f"pool-{tag}"})
+    client.CoreV1Api(api).patch_node(bare, {"metadata": {"labels": {HOSTNAME: None}}})
+    names = ["p-0", "p-1"]
+    for name in names:  # 8 GPUs each: one on each node
+        create(api, gpu_member(ns, name, 8, group="pair", total=2))
+
+    def bound() -> dict[str, client.V1Pod]:
+        pods = {name: pod_of(api, ns, name) for name in names}
+        return pods if all(p.spec.node_name for p in pods.values()) else {}
+
+    pods = wait_until(bound, WAIT_S, f"kube-scheduler to bind the pair (log: {plane.scheduler_log()})",
+                      proc=controller)
+    assert sorted(p.spec.node_name for p in pods.values()) == sorted([dns, bare])
+    for p in pods.values():  # each bound where clueue pinned it, by the pin the Node answers to
+        if p.spec.node_name == dns:
+            assert p.spec.node_selector[HOSTNAME] == f"ip-10-0-1-14-{tag}"
+        else:
+            assert HOSTNAME not in p.spec.node_selector
+            [term] = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution \
+                .node_selector_terms
+            assert [(f.key, f.operator, f.values) for f in term.match_fields] == [("metadata.name", "In", [bare])]
 
 
 def test_a_gang_that_fits_the_quota_but_not_the_nodes_is_neither_ungated_nor_bound(

@@ -135,6 +135,56 @@ def test_the_flavor_node_labels_choose_the_nodes():
     assert ungate.details["nodeSelector"] == {"gpu": "h100", HOST: "h"}
 
 
+def _named(name: str, hostname: str | None, **kw: Any) -> dict[str, Any]:
+    """A Node whose kubernetes.io/hostname label is ``hostname`` (None: it has none), not its name."""
+    n = node(name, **kw)
+    del n["metadata"]["labels"][HOST]
+    if hostname is not None:
+        n["metadata"]["labels"][HOST] = hostname
+    return n
+
+
+def _ungates(plan, workload: str) -> list[dict[str, Any]]:
+    return [dict(a.details) for a in plan.actions if a.kind == "ungate" and a.workload == workload]
+
+
+def test_pods_are_pinned_by_the_nodes_hostname_label_not_its_name():
+    # the kubelet's --hostname-override, or a cloud's DNS names: the label is not the Node's name
+    nodes = [_named("ip-10-0-1-14.ec2.internal", "ip-10-0-1-14", cpu="4"),
+             _named("ip-10-0-1-15.ec2.internal", "ip-10-0-1-15", cpu="4")]
+    plan = run(_queue(), nodes, group("g", 2, cpu="3"))
+    assert states(plan)["default/g"] == "admitted"
+    ungates = _ungates(plan, "default/g")
+    assert sorted(u["node"] for u in ungates) == ["ip-10-0-1-14.ec2.internal", "ip-10-0-1-15.ec2.internal"]
+    for u in ungates:  # each pinned by what kube-scheduler matches: the label of the Node it names
+        assert u["nodeSelector"] == {HOST: u["node"].split(".")[0]} and "matchFields" not in u
+    # a node without the label, and two nodes sharing one: pinned by matchFields on metadata.name
+    nodes = [_named("bare", None, cpu="4"), _named("twin-a", "twin", cpu="4"), _named("twin-b", "twin", cpu="4")]
+    plan = run(_queue(), nodes, group("g", 3, cpu="3"))
+    ungates = _ungates(plan, "default/g")
+    assert sorted(u["node"] for u in ungates) == ["bare", "twin-a", "twin-b"]
+    for u in ungates:
+        assert HOST not in u["nodeSelector"]
+        assert u["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [u["node"]]}]
+
+
+def test_pods_pinned_before_hold_the_node_their_pin_names():
+    # ungated, not bound yet: a pod pinned by the label, one by matchFields, one by the name as
+    # clueue pinned before; each holds its node, so a new pod goes to the one left free
+    nodes = [_named("n1.example", "n1", cpu="4"), _named("n2", None, cpu="4"), _named("n3.example", "n3", cpu="4"),
+             _named("n4.example", "n4", cpu="4")]
+    by_label = pod("a", queue=None, gated=False, cpu="4", node_selector={HOST: "n1"})
+    by_field = pod("b", queue=None, gated=False, cpu="4")
+    by_field["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}
+    by_name = pod("c", queue=None, gated=False, cpu="4", node_selector={HOST: "n3.example"})
+    plan = run(_queue(), nodes, by_label, by_field, by_name, pod("p", cpu="4"))
+    assert [u["node"] for u in _ungates(plan, "default/pod-p")] == ["n4.example"]
+    plan = run(_queue(), nodes, by_label, by_field, by_name, pod("p", cpu="4"), pod("x", queue=None, gated=False,
+                                                                                     cpu="4", node_selector={HOST: "n4"}))
+    assert states(plan)["default/pod-p"] == "pending" and "NodesUnfit" in codes(plan, "default/pod-p")
+
+
 def test_partly_used_nodes_are_filled_before_wholly_free_ones():
     nodes = [node("idle1", gpu="8"), node("idle2", gpu="8"), node("used", gpu="8"), bound("x", "used", gpu="4")]
     plan = run(_queue(), nodes, group("g", 2, gpu="2"))
