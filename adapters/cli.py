@@ -263,7 +263,7 @@ def explain(args: tuple[str, ...], scope: Scope, kubeconfig: str | None, context
     result = guarded_cycle(snapshot, policy, config, now=int(time.time()))
     name = workload if "/" in workload or scope.namespace is None else f"{scope.namespace}/{workload}"
     # a coscheduling PodGroup: its phase and what it holds, also before its pods exist (docs/podgroups.md)
-    group = describe_group(snapshot, result, name, int(time.time()))
+    group = describe_group(snapshot, result, name)
     try:
         entry = result.workload(name)
     except KeyError:

@@ -217,5 +217,5 @@ def replay(cycle: int, policies: tuple[str, ...], exit_code: bool, db: str | Non
         document = diff_document([result.diff], base, new)
         document["nominations"] = [c.to_dict() for c in result.nominations]
         click.echo(dump(document, fmt), nl=False)
-    if exit_code and (result.diff.changes or result.nominations):
+    if exit_code and (result.diff.changed or result.nominations):
         sys.exit(1)

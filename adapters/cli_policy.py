@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -167,13 +168,27 @@ def _decision_text(side: dict[str, Any]) -> str:
     return text
 
 
+def _group_text(side: dict[str, Any]) -> list[str]:
+    """A PodGroup's side of a diff: its phase and what is done to it, then why."""
+    if side["phase"] is None:
+        return ["(absent)"]
+    text = side["phase"]
+    if side["release"]:
+        text += f" + release (requeue {side['release']['requeues']})"
+    if side["endBackoff"]:
+        text += " + end of back-off"
+    reason = side["reason"]
+    return [text] + ([f"    {reason['code']}: {reason['message']}"] if reason else [])
+
+
 def render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> str:
     """The decision diff for people (``policy diff``, ``audit replay``)."""
     lines = [f"--- base: {base_label}", f"+++ new:  {new_label}"]
     changed = 0
     for d in diffs:
+        groups = f", {len(d.pod_groups)} of {d.pod_group_count} PodGroups" if d.pod_group_count or d.pod_groups else ""
         lines.append(f"\nsnapshot {d.source} ({d.snapshot_digest}): "
-                     f"{len(d.changes)} of {d.workloads} workloads change")
+                     f"{len(d.changes)} of {d.workloads} workloads{groups} change")
         for c in d.changes:
             changed += 1
             lines += [f"  {c.workload}  ({', '.join(c.changed)})",
@@ -181,7 +196,13 @@ def render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> s
             lines += [f"        {r['code']}: {r['message']}" for r in c.base["reasons"]]
             lines += [f"    + {_decision_text(dict(c.new))}"]
             lines += [f"        {r['code']}: {r['message']}" for r in c.new["reasons"]]
-    lines.append(f"\n{changed} decision(s) change in {sum(1 for d in diffs if d.changes)} of {len(diffs)} snapshot(s).")
+        for g in d.pod_groups:
+            changed += 1
+            base, new = _group_text(dict(g.base)), _group_text(dict(g.new))
+            lines += [f"  PodGroup {g.pod_group}  ({', '.join(g.changed)})", f"    - {base[0]}"]
+            lines += [f"    {line}" for line in base[1:]]
+            lines += [f"    + {new[0]}"] + [f"    {line}" for line in new[1:]]
+    lines.append(f"\n{changed} decision(s) change in {sum(1 for d in diffs if d.changed)} of {len(diffs)} snapshot(s).")
     return "\n".join(lines) + "\n"
 
 
@@ -215,8 +236,9 @@ def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...
         config: Config = load_config(config_path, time_budget=time_budget)
         old, new = load_policy(base), load_policy(policies)
         snapshots = [(p, load_snapshot([p])) for p in paths]
+        # both decided at one time: a PodGroup's timeout or back-off ends alike on both sides
         diffs = diff_policies(snapshots, old, new, config=config,
-                              limits=_limits(limit_seconds, limit_memory, no_limits))
+                              limits=_limits(limit_seconds, limit_memory, no_limits), now=int(time.time()))
     except ClueueError as e:
         _fail(str(e))
     base_label = " ".join(base) or "built-in policy"
@@ -227,4 +249,4 @@ def diff(paths: tuple[str, ...], base: tuple[str, ...], policies: tuple[str, ...
         data = diff_document(diffs, {"paths": [str(Path(p)) for p in base], "policyDigest": old.digest()},
                              {"paths": [str(Path(p)) for p in policies], "policyDigest": new.digest()})
         click.echo(dump(data, fmt), nl=False)
-    sys.exit(1 if exit_code and any(d.changes for d in diffs) else 0)
+    sys.exit(1 if exit_code and any(d.changed for d in diffs) else 0)

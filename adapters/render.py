@@ -12,6 +12,7 @@ import yaml
 
 from clueue.engine import Plan, Snapshot
 from clueue.engine.plan import Action, WorkloadEntry
+from clueue.engine.podgroups import rfc3339
 
 from .scope import Scope
 
@@ -19,6 +20,7 @@ __all__ = ["render_plan", "render_explanation", "dump"]
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("clueue.adapters", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+_env.filters["rfc3339"] = rfc3339  # epoch seconds as Kubernetes writes times
 
 _EVERYTHING = Scope()
 # The text plan's per-ClusterQueue columns: each workload counts in exactly one.
@@ -46,7 +48,8 @@ def render_plan(plan: Plan, fmt: str, *, scope: Scope = _EVERYTHING, snapshot: S
         workloads = tuple(w for w in plan.workloads if scope.shows(w, snapshot))
         names = {w.name for w in workloads}
         shown = dataclasses.replace(plan, workloads=workloads, actions=tuple(a for a in plan.actions if a.workload in names),
-                                    dispatch=tuple(d for d in plan.dispatch if d.workload in names))
+                                    dispatch=tuple(d for d in plan.dispatch if d.workload in names),
+                                    pod_groups=tuple(g for g in plan.pod_groups if scope.shows_group(g, snapshot)))
     data = shown.to_dict()
     if scope.narrows:
         data["metadata"]["filter"] = scope.to_dict(len(plan.workloads))

@@ -11,7 +11,8 @@ from typing import Any, Iterable, Mapping
 
 from clueue.engine import Snapshot
 from clueue.engine.objects import LabelSelector
-from clueue.engine.plan import WorkloadEntry
+from clueue.engine.plan import PodGroupEntry, WorkloadEntry
+from clueue.engine.podgroups import POD_GROUP_LABEL
 
 __all__ = ["Scope"]
 
@@ -55,6 +56,21 @@ class Scope:
             return False
         return self.selector is None or any(self.selector.matches(labels)
                                             for labels in _labels(entry, namespace, snapshot))
+
+
+    def shows_group(self, entry: PodGroupEntry, snapshot: Snapshot) -> bool:
+        """Whether PodGroup ``entry`` is shown: of the namespace, and its own labels or those
+        of one of its pods match the selector."""
+        namespace, name = entry.name.split("/", 1)
+        if self.namespace is not None and namespace != self.namespace:
+            return False
+        if self.selector is None:
+            return True
+        group = snapshot.pod_groups.get(entry.name)
+        labels = [group.labels] if group is not None else []
+        labels += [p.labels for p in snapshot.pods.values()
+                   if p.namespace == namespace and p.labels.get(POD_GROUP_LABEL) == name]
+        return any(self.selector.matches(lbls) for lbls in labels)
 
 
 def _labels(entry: WorkloadEntry, namespace: str, snapshot: Snapshot) -> Iterable[Mapping[str, str]]:

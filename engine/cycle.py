@@ -28,7 +28,7 @@ from .objects import CheckState, PodSetSpec
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .placement import (Assignment, Pins, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
-from .podgroups import holds
+from .podgroups import holds, plan_entries
 from .podsready import pods_ready_condition, wait_for_pods_ready
 from .policy import Policy
 from .preemption import Victims
@@ -276,9 +276,14 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
         candidates=len(decision.ranked), pruned=len(selection.stand_in) + unsolved,
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
+    plan = Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
                 snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries,
                 wake_at=_earliest(wake_at, next_sample(snapshot, now) if now is not None else None), decided_at=now)
+    if not snapshot.pod_groups:
+        return plan
+    # coscheduling PodGroups: their phases follow from what the plan admits and ungates (podgroups.py)
+    groups, due = plan_entries(snapshot, plan, now)
+    return dataclasses.replace(plan, pod_groups=groups, wake_at=_earliest(plan.wake_at, due))
 
 
 def _earliest(*times: int | None) -> int | None:

@@ -14,7 +14,7 @@ from .objects import CheckState, Rejected
 from .reasons import Reason
 
 __all__ = ["PLAN_API_VERSION", "PodSetAssignment", "TopologyAssignment", "PodSetRequest", "WorkloadEntry", "Entries", "Action", "SolverInfo", "DispatchEntry", "WorkerNote",
-           "Plan", "STATES", "UNBUILT_CODES"]
+           "PodGroupEntry", "PodGroupRelease", "Plan", "STATES", "UNBUILT_CODES"]
 
 PLAN_API_VERSION = "clueue.dev/v1"
 STATES = ("admitted", "pending", "inadmissible", "finished")
@@ -196,6 +196,62 @@ class DispatchEntry:
 
 
 @dataclass(frozen=True)
+class PodGroupRelease:
+    """A PodGroup released after its schedule timeout (docs/podgroups.md): its live ``pods``
+    (name, uid) are deleted, and so is its gang's ``workload`` ("" none), and it is held for a
+    back-off, recorded in its annotations: ``requeues`` and ``backoff_until`` (epoch seconds)."""
+
+    pods: tuple[tuple[str, str], ...]
+    workload: str
+    requeues: int
+    backoff_until: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pods": [{"name": n, "uid": u} for n, u in self.pods], "workload": self.workload,
+                "requeues": self.requeues, "backoffUntil": self.backoff_until}
+
+
+@dataclass(frozen=True)
+class PodGroupEntry:
+    """The decision for one coscheduling PodGroup (docs/podgroups.md): its phase once the plan
+    is applied, why (a reason with the numbers), and all an adapter writes for it: its
+    ``status`` (scheduling.x-k8s.io/v1alpha1 fields, as they are to read), a ``release`` after
+    its schedule timeout, the end of its back-off (``end_backoff``: remove the back-off
+    annotation). ``recorded_phase`` is what its status says now ("": nothing)."""
+
+    name: str  # namespace/name
+    gang: str  # the key of the workload its queued pods make (podgroup-<name>)
+    queue: str  # its LocalQueue ("": none)
+    recorded_phase: str
+    phase: str
+    reason: Reason | None
+    status: Mapping[str, Any]
+    holds: Mapping[str, str] = field(default_factory=dict)  # InQueue: resource -> quantity it holds
+    release: PodGroupRelease | None = None
+    end_backoff: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """Whether the cycle changes its phase (an unset phase reads as Pending)."""
+        return self.phase != (self.recorded_phase or "Pending")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "gang": self.gang, "queue": self.queue}
+        if self.recorded_phase:
+            out["recordedPhase"] = self.recorded_phase
+        out["phase"] = self.phase
+        out["reason"] = self.reason.to_dict() if self.reason is not None else None
+        out["status"] = dict(self.status)
+        if self.holds:
+            out["holds"] = dict(self.holds)
+        if self.release is not None:
+            out["release"] = self.release.to_dict()
+        if self.end_backoff:
+            out["endBackoff"] = True
+        return out
+
+
+@dataclass(frozen=True)
 class SolverInfo:
     compile_seconds: float
     ground_seconds: float
@@ -280,6 +336,8 @@ class Plan:
     # the time the cycle decided at (epoch seconds; None: not given): the queue status written
     # after it samples admission fair sharing's usage then (admission_usage.py)
     decided_at: int | None = None
+    # coscheduling PodGroups (podgroups.py): each one's phase after the plan and what to write
+    pod_groups: tuple[PodGroupEntry, ...] = ()
 
     def workload(self, name: str) -> WorkloadEntry:
         """The entry for ``namespace/name`` (or a unique bare ``name``).
@@ -292,6 +350,17 @@ class Plan:
         if len(loose) != 1:
             raise KeyError(name)
         return loose[0]
+
+    def pod_group(self, name: str) -> PodGroupEntry:
+        """The PodGroup entry for ``namespace/name``.
+
+        Raises:
+            KeyError: no such PodGroup.
+        """
+        for g in self.pod_groups:
+            if g.name == name:
+                return g
+        raise KeyError(name)
 
     def summary(self) -> dict[str, int]:
         return {s: sum(1 for w in self.workloads if w.state == s) for s in STATES}
@@ -308,4 +377,5 @@ class Plan:
             "notices": list(self.notices),
             "rejected": [r.to_dict() for r in self.rejected],
             **({"dispatch": [d.to_dict() for d in self.dispatch]} if self.dispatch else {}),
+            **({"podGroups": [g.to_dict() for g in self.pod_groups]} if self.pod_groups else {}),
         }

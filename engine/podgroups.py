@@ -26,7 +26,9 @@ then *holds* that capacity until its gang is admitted. Both steps are functions 
   added back, so releasing deletes the group's live pods and its gang's Workload (as Kueue's
   waitForPodsReady evicts plain pods and gives back their quota) and holds the group for a
   back-off (60 s doubling per release, at most an hour), kept in annotations; and the groups
-  whose back-off is over (their back-off annotation is removed).
+  whose back-off is over (their back-off annotation is removed). The cycle puts all of it in
+  the plan (:func:`plan_entries`: its ``podGroups[]``, each phase with a reason and its
+  numbers); adapters write what the plan says and decide nothing.
 
 "Idle node capacity" is summed over the schedulable Nodes (allocatable less what the pods bound
 there, or about to be placed, request); a hold is spread over the nodes in name order. Without
@@ -46,15 +48,16 @@ from fractions import Fraction
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
 
 from .objects import KueueWorkload, Pod, PodGroup, PodSetAdmission, PodSetSpec, ResourceGroup
-from .plan import Plan, WorkloadEntry
+from .plan import Plan, PodGroupEntry, PodGroupRelease as ReleaseEntry, WorkloadEntry
 from .quantity import format_quantity
 from .queues import entry_usage
+from .reasons import Reason, make_reason
 from .snapshot import KUEUE_PREFIX, Snapshot
 from .trees import quota_trees
 
 __all__ = ["POD_GROUP_LABEL", "WORKLOAD_PREFIX", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
            "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "describe_group", "group_members", "workload_key",
-           "backoff_seconds", "group_queue", "rfc3339"]
+           "backoff_seconds", "group_queue", "rfc3339", "plan_entries"]
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 WORKLOAD_PREFIX = "podgroup-"  # a gang's workload name: apart from Kueue pod groups of the same name
@@ -184,16 +187,19 @@ class _Pool:
     def has(self, resource: str) -> Fraction:
         return self.total.get(resource, Fraction(0)) - self.floating.get(resource, Fraction(0))
 
-    def shortage(self, need: Resources) -> str:
-        """Why ``need`` does not fit ("" if it does), naming the groups that hold the rest."""
+    def shortfall(self, need: Resources) -> dict[str, Any] | None:
+        """Why ``need`` does not fit (None if it does), as the details of a ``MinResourcesUnfit``
+        reason: the first resource short, what it asks and has, and what InQueue groups hold of
+        it (``reserved``, up to three of them in ``reservedFor``, ``reservedCount``)."""
         for r, q in sorted(need.items()):
             have = self.has(r)
             if q > have:
                 held = self.holders.get(r, {})
-                also = (f" ({format_quantity(sum(held.values(), Fraction(0)))} reserved for InQueue "
-                        f"group{'s' if len(held) > 1 else ''} {_names(sorted(held))})") if held else ""
-                return f"needs {r} {format_quantity(q)}, {self.what} has {format_quantity(max(have, Fraction(0)))}{also}"
-        return ""
+                also = {"reserved": format_quantity(sum(held.values(), Fraction(0))),
+                        "reservedFor": sorted(held)[:3], "reservedCount": len(held)} if held else {}
+                return {"resource": r, "asks": format_quantity(q), "has": format_quantity(max(have, Fraction(0))),
+                        "pool": self.what, **also}
+        return None
 
     def take(self, group: str, need: Resources,
              where: Callable[[str], bool] | None = None) -> tuple[tuple[str, str, Fraction], ...]:
@@ -338,27 +344,29 @@ def _waiting(snapshot: Snapshot, members: Mapping[str, list[Pod]]) -> list[tuple
 
 
 def _pools_of(snapshot: Snapshot, group: PodGroup, queue: str, quotas: Mapping[str, list[tuple[str, _Pool]]],
-              nodes: _Pool | None) -> tuple[list[tuple[str, _Pool]], str]:
+              nodes: _Pool | None) -> tuple[list[tuple[str, _Pool]], Reason | None]:
     """The pools a group's need must fit, as (kind: ``nodes``, its ClusterQueue's name or
-    ``cohort``, pool), and why it cannot go InQueue at all ("")."""
+    ``cohort``, pool), and why it cannot go InQueue at all (None)."""
     pools: list[tuple[str, _Pool]] = [] if nodes is None else [("nodes", nodes)]
     if not queue:
-        return pools, ""
+        return pools, None
     lq = snapshot.local_queues.get(f"{group.namespace}/{queue}")
     quota = quotas.get(lq.cluster_queue) if lq else None
     if quota is None:
-        return pools, f"LocalQueue {group.namespace}/{queue} or its ClusterQueue does not exist"
-    return pools + quota, ""
+        return pools, make_reason("PodGroupQueueNotFound", localQueue=f"{group.namespace}/{queue}")
+    return pools + quota, None
 
 
 def _try_hold(snapshot: Snapshot, group: PodGroup, pods: list[Pod], queue: str,
-              quotas: Mapping[str, list[tuple[str, _Pool]]], nodes: _Pool | None) -> Hold | str:
+              quotas: Mapping[str, list[tuple[str, _Pool]]], nodes: _Pool | None) -> Hold | Reason:
     """The hold of ``group`` if its need fits its pools (taken from them), else why not."""
     pools, why = _pools_of(snapshot, group, queue, quotas, nodes)
     need = _need(group, pods)
-    why = why or next((s for s in (p.shortage(need) for _, p in pools) if s), "")
-    if why:
+    if why is not None:
         return why
+    short = next((s for s in (p.shortfall(need) for _, p in pools) if s), None)
+    if short is not None:
+        return make_reason("MinResourcesUnfit", need=_quantities(need), **short)
     key = f"{group.namespace}/{group.name}"
     # a queued group's pods, all there, are its gang's to place; a group without a queue holds
     # the nodes until the scheduler binds its pods
@@ -438,7 +446,7 @@ def _holds(snapshot: Snapshot) -> Holds:
         if isinstance(hold, Hold):
             held[hold.group] = hold
         else:
-            dropped[f"{group.namespace}/{group.name}"] = hold
+            dropped[f"{group.namespace}/{group.name}"] = hold.message
     return Holds(held, dropped, dict(jobs))
 
 
@@ -456,6 +464,7 @@ class PodGroupStatus:
     schedule_start: int  # seconds since the epoch, 0: unset
     occupied_by: str
     message: str = ""
+    reason: Reason | None = None  # its code and numbers; ``message`` is its sentence
 
     def to_dict(self) -> dict[str, Any]:
         """As the PodGroup's ``status`` (scheduling.x-k8s.io/v1alpha1)."""
@@ -513,23 +522,23 @@ def _placed(pod: Pod, queued: bool, admitted: bool) -> bool:
     return queued and (admitted or _ADMISSION_GATE not in pod.scheduling_gates)
 
 
-def _pod_phase(group: PodGroup, pods: list[Pod], queued: bool, admitted: bool) -> tuple[str, str]:
+def _pod_phase(group: PodGroup, pods: list[Pod], queued: bool, admitted: bool) -> tuple[str, Reason | None]:
     """(phase, why) from the pods alone; "Pending" when none is placed (InQueue is decided apart)."""
     live = [p for p in pods if not p.deleting]
     running, succeeded, failed = _counts(live)
     placed = sum(_placed(p, queued, admitted) for p in live)
     need = max(group.min_member, 1)
     if succeeded >= need and all(p.phase in _TERMINAL for p in live):
-        return "Finished", f"{succeeded} of minMember {group.min_member} pods succeeded"
+        return "Finished", make_reason("PodsSucceeded", succeeded=succeeded, minMember=group.min_member)
     if failed:
-        return "Failed", f"{failed} pod(s) failed"
+        return "Failed", make_reason("PodsFailed", failed=failed)
     if running + succeeded >= need:
-        return "Running", f"{running} running, {succeeded} succeeded of minMember {group.min_member}"
+        return "Running", make_reason("PodsRunning", running=running, succeeded=succeeded, minMember=group.min_member)
     if placed + running + succeeded >= need:
-        return "Scheduling", f"{placed} of minMember {group.min_member} pods placed, {running} running"
+        return "Scheduling", make_reason("PodsPlaced", placed=placed, running=running, minMember=group.min_member)
     if placed:
-        return "Unknown", f"only {placed} of minMember {group.min_member} pods placed"
-    return "Pending", ""
+        return "Unknown", make_reason("PodsPartlyPlaced", placed=placed, minMember=group.min_member)
+    return "Pending", None
 
 
 def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int) -> PodGroupDecisions:
@@ -565,22 +574,23 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int) -> PodGroupDecis
             live = tuple(p for p in pods if p.phase not in _TERMINAL and not p.deleting)
             requeues = group.requeues + 1
             until = now + backoff_seconds(requeues)
-            message = (f"released: {running} of minMember {group.min_member} pods running "
-                       f"{now - start}s after scheduling started (scheduleTimeoutSeconds {group.schedule_timeout}); "
-                       f"requeue {requeues}, held until {rfc3339(until)}")
+            why = make_reason("ScheduleTimeout", running=running, minMember=group.min_member,
+                              waitedSeconds=now - start, scheduleTimeoutSeconds=group.schedule_timeout,
+                              requeues=requeues, backoffUntil=rfc3339(until))
             gang = workload_key(group.namespace, group.name)
-            releases.append(PodGroupRelease(group.namespace, group.name, live, requeues, until, message,
+            releases.append(PodGroupRelease(group.namespace, group.name, live, requeues, until, why.message,
                                             gang if gang in snapshot.workloads else ""))
-            phase, why = "Pending", message
+            phase = "Pending"
         elif phase in ("Scheduling", "Unknown") and group.schedule_timeout is not None and start:
             due.append(max(start + group.schedule_timeout, now + 1))  # a start of now is released next cycle
         elif phase == "Pending":
             if held:
-                why = f"backing off after release {group.requeues} until {rfc3339(group.backoff_until)}"
+                why = make_reason("BackingOff", requeues=group.requeues, backoffUntil=rfc3339(group.backoff_until))
             else:
                 waiting.append((group, pods, queue))
         statuses[key] = PodGroupStatus(group.namespace, group.name, phase, running, succeeded, failed,
-                                       start if phase not in _WAITING else group.schedule_start, owner, why)
+                                       start if phase not in _WAITING else group.schedule_start, owner,
+                                       why.message if why is not None else "", why)
     reserved = _enqueue(waiting, snapshot, plan, statuses)
     return PodGroupDecisions(statuses, tuple(releases), tuple(over), reserved, min(due, default=0))
 
@@ -616,40 +626,75 @@ def _enqueue(waiting: list[tuple[PodGroup, list[Pod], str]], snapshot: Snapshot,
         for _, pool in _pools_of(snapshot, group, queue, quotas, nodes)[0]:
             pool.take(key, hold.need)
         reserved[key] = hold.need
-        statuses[key] = replace(statuses[key], phase="InQueue",
-                                message=f"minResources fit; it holds {hold.describe()} until its pods are admitted")
+        statuses[key] = _in_queue(statuses[key], hold)
     for group, pods, queue in fresh:
         key = f"{group.namespace}/{group.name}"
         hold = _try_hold(snapshot, group, pods, queue, quotas, nodes)
         if isinstance(hold, Hold):
             reserved[key] = hold.need
-            statuses[key] = replace(statuses[key], phase="InQueue",
-                                    message=f"minResources fit; it holds {hold.describe()} until its pods are admitted")
+            statuses[key] = _in_queue(statuses[key], hold)
         else:
-            why = f"minResources do not fit: {hold}"
-            if key in before.dropped:
-                why = f"back to Pending, {why}"
-            statuses[key] = replace(statuses[key], phase="Pending", message=why)
+            why = make_reason(hold.code, **{**hold.details, "backToPending": key in before.dropped})
+            statuses[key] = replace(statuses[key], phase="Pending", message=why.message, reason=why)
     return reserved
 
 
-def describe_group(snapshot: Snapshot, plan: Plan, name: str, now: int) -> dict[str, Any] | None:
-    """A PodGroup's decision after ``plan``, as ``clueue explain`` shows it: its phase, why, and
-    what it holds (per flavor and node when it held them before the cycle); ``name`` is
-    ``namespace/name``, the key of its gang's workload, or a name unique among the groups.
-    None if no group answers to it."""
+def _in_queue(status: PodGroupStatus, hold: Hold) -> PodGroupStatus:
+    """``status`` InQueue, holding what ``hold`` holds."""
+    why = make_reason("MinResourcesFit", need=_quantities(hold.need), clusterQueue=hold.cluster_queue)
+    return replace(status, phase="InQueue", message=why.message, reason=why)
+
+
+def _quantities(amounts: Resources) -> dict[str, str]:
+    """Amounts by resource as Kubernetes quantities, sorted."""
+    return {r: format_quantity(q) for r, q in sorted(amounts.items())}
+
+
+def plan_entries(snapshot: Snapshot, plan: Plan, now: int | None) -> tuple[tuple[PodGroupEntry, ...], int | None]:
+    """What a cycle decides about each PodGroup of ``snapshot``, as the plan's ``podGroups[]``
+    (:func:`podgroup_statuses` after ``plan``, at ``now``), and when the next schedule timeout
+    or back-off ends (None: none). Without ``now`` nothing that depends on time is decided: no
+    release, no end of a back-off, no ``scheduleStartTime`` (as waitForPodsReady, podsready.py)."""
+    if not snapshot.pod_groups:
+        return (), None
+    decisions = podgroup_statuses(snapshot, plan, 0 if now is None else now)
+    releases = {f"{r.namespace}/{r.name}": r for r in decisions.releases}
+    over = set(decisions.backoff_over)
+    members = group_members(snapshot)
+    out = []
+    for key in sorted(decisions.statuses):
+        status, group = decisions.statuses[key], snapshot.pod_groups[key]
+        r = releases.get(key)
+        release = None if r is None else ReleaseEntry(tuple(sorted((p.name, p.uid) for p in r.pods)), r.workload,
+                                                      r.requeues, r.backoff_until)
+        out.append(PodGroupEntry(key, workload_key(group.namespace, group.name),
+                                 group_queue(group, members.get(key, [])),
+                                 group.phase, status.phase, status.reason, status.to_dict(),
+                                 _quantities(decisions.reserved.get(key, {})), release, key in over))
+    return tuple(out), (decisions.next_due or None) if now is not None else None
+
+
+def describe_group(snapshot: Snapshot, plan: Plan, name: str) -> dict[str, Any] | None:
+    """A PodGroup's decision in ``plan`` (its ``podGroups[]`` entry), as ``clueue explain``
+    shows it: its phase, why, and what it holds (per flavor and node when it held them before
+    the cycle); ``name`` is ``namespace/name``, the key of its gang's workload, or a name unique
+    among the groups. None if no group answers to it."""
     keys = [k for k in snapshot.pod_groups if name in (k, workload_key(*k.split("/", 1)))] or \
         [k for k in snapshot.pod_groups if k.split("/", 1)[1] in (name, name.removeprefix(WORKLOAD_PREFIX))]
     if len(keys) != 1:
         return None
-    decisions = podgroup_statuses(snapshot, plan, now)
-    status = decisions.statuses[keys[0]]
-    out: dict[str, Any] = {"podGroup": keys[0], "phase": status.phase, "message": status.message,
-                           "gang": workload_key(status.namespace, status.name)}
-    if keys[0] in decisions.reserved:
-        out["holds"] = {r: format_quantity(q) for r, q in sorted(decisions.reserved[keys[0]].items())}
+    try:
+        entry = plan.pod_group(keys[0])
+    except KeyError:
+        return None
+    out: dict[str, Any] = {"podGroup": keys[0], "phase": entry.phase,
+                           "message": entry.reason.message if entry.reason is not None else "", "gang": entry.gang}
+    if entry.reason is not None:
+        out["reason"] = entry.reason.to_dict()
+    if entry.holds:
+        out["holds"] = dict(entry.holds)
     hold = holds(snapshot).held.get(keys[0])
-    if hold is not None and status.phase == "InQueue":
+    if hold is not None and entry.phase == "InQueue":
         out["quota"] = [{"clusterQueue": hold.cluster_queue, "flavor": f, "resource": r, "amount": format_quantity(q)}
                         for f, r, q in hold.quota]
         out["nodes"] = [{"node": n, "resource": r, "amount": format_quantity(q)} for n, r, q in hold.nodes]

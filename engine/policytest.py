@@ -27,7 +27,7 @@ from .config import Config
 from .errors import ClueueError, SnapshotError
 from .facts import PREDICATES
 from .guard import Limits, guarded_cycle, guarded_outline
-from .plan import STATES, Action, Plan, WorkloadEntry
+from .plan import STATES, Action, Plan, PodGroupEntry, WorkloadEntry
 from .policy import (
     BUILTIN_PREFIX, ENGINE_PREDICATES, PARTS, Policy, forbidden_constructs, load_policy, read_policy,
 )
@@ -39,7 +39,7 @@ from .solver import PolicyOutline
 __all__ = [
     "Diagnostic", "check_policy",
     "PolicyTestError", "TestCase", "CaseResult", "load_tests", "builtin_tests", "run_tests",
-    "WorkloadChange", "SnapshotDiff", "diff_plans", "diff_policies",
+    "WorkloadChange", "PodGroupChange", "SnapshotDiff", "diff_plans", "diff_pod_groups", "diff_policies",
 ]
 
 
@@ -622,15 +622,38 @@ class WorkloadChange:
 
 
 @dataclass(frozen=True)
+class PodGroupChange:
+    """A coscheduling PodGroup decided differently (the plans' ``podGroups[]``): what changed
+    (among phase, release, endBackoff), and both sides (with the reason)."""
+
+    pod_group: str
+    changed: tuple[str, ...]
+    base: Mapping[str, Any]  # phase (None: absent), reason, release, endBackoff
+    new: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"podGroup": self.pod_group, "changed": list(self.changed), "base": dict(self.base),
+                "new": dict(self.new)}
+
+
+@dataclass(frozen=True)
 class SnapshotDiff:
     source: str
     snapshot_digest: str
     workloads: int
     changes: tuple[WorkloadChange, ...]
+    pod_groups: tuple[PodGroupChange, ...] = ()
+    pod_group_count: int = 0  # PodGroups in the new plan
+
+    @property
+    def changed(self) -> bool:
+        """Whether any workload or PodGroup is decided differently."""
+        return bool(self.changes or self.pod_groups)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "snapshotDigest": self.snapshot_digest, "workloads": self.workloads,
-                "changes": [c.to_dict() for c in self.changes]}
+                "changes": [c.to_dict() for c in self.changes], "podGroups": self.pod_group_count,
+                "podGroupChanges": [c.to_dict() for c in self.pod_groups]}
 
 
 def diff_plans(base: Plan, new: Plan) -> list[WorkloadChange]:
@@ -647,20 +670,51 @@ def diff_plans(base: Plan, new: Plan) -> list[WorkloadChange]:
     return out
 
 
+_GROUP_DECISION = ("phase", "release", "endBackoff")
+
+
+def _group_decision(entry: PodGroupEntry | None) -> dict[str, Any]:
+    if entry is None:
+        return {"phase": None, "release": None, "endBackoff": False, "reason": None}
+    return {"phase": entry.phase, "release": entry.release.to_dict() if entry.release is not None else None,
+            "endBackoff": entry.end_backoff, "reason": entry.reason.to_dict() if entry.reason is not None else None}
+
+
+def diff_pod_groups(base: Plan, new: Plan) -> list[PodGroupChange]:
+    """PodGroups whose decision (phase, release after a timeout, end of back-off) differs."""
+    before = {g.name: g for g in base.pod_groups}
+    after = {g.name: g for g in new.pod_groups}
+    out = []
+    for name in sorted(set(before) | set(after)):
+        b, a = _group_decision(before.get(name)), _group_decision(after.get(name))
+        changed = tuple(k for k in _GROUP_DECISION if b[k] != a[k])
+        if changed:
+            out.append(PodGroupChange(name, changed, b, a))
+    return out
+
+
+def snapshot_diff(source: str, base: Plan, new: Plan) -> SnapshotDiff:
+    """The decisions of two plans over one snapshot that differ: workloads and PodGroups."""
+    return SnapshotDiff(source, new.snapshot_digest, len(new.workloads), tuple(diff_plans(base, new)),
+                        tuple(diff_pod_groups(base, new)), len(new.pod_groups))
+
+
 def _reasons(entry: WorkloadEntry | None) -> list[dict[str, Any]]:
     return [r.to_dict() for r in entry.reasons] if entry else []
 
 
 def diff_policies(snapshots: Sequence[tuple[str, Snapshot]], base: Policy, new: Policy, *,
-                  config: Config = Config(), limits: Limits | None = Limits()) -> list[SnapshotDiff]:
-    """Run both policies on every snapshot and diff the decisions.
+                  config: Config = Config(), limits: Limits | None = Limits(), now: int | None = None
+                  ) -> list[SnapshotDiff]:
+    """Run both policies on every snapshot, both at time ``now`` (what depends on time, such as
+    a PodGroup's schedule timeout, is decided at it; None: nothing is), and diff the decisions.
 
     Raises:
         PolicyError, SolveError: either policy fails on a snapshot (or exceeds its limits).
     """
     out = []
     for source, snapshot in snapshots:
-        before = guarded_cycle(snapshot, base, config, limits=limits)
-        after = guarded_cycle(snapshot, new, config, limits=limits)
-        out.append(SnapshotDiff(source, after.snapshot_digest, len(after.workloads), tuple(diff_plans(before, after))))
+        before = guarded_cycle(snapshot, base, config, limits=limits, now=now)
+        after = guarded_cycle(snapshot, new, config, limits=limits, now=now)
+        out.append(snapshot_diff(source, before, after))
     return out

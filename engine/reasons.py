@@ -112,6 +112,36 @@ _KINDS = (
                "pods name PodGroup {{group}}, which does not exist; they wait for it", False),
     ReasonKind("PodGroupBackoff", None, ("group", "requeues", "until"),
                "PodGroup {{group}} was released {{requeues}} time(s) after its schedule timeout; it waits until {{until}}"),
+    # A coscheduling PodGroup's phase after the cycle (podgroups.py; the plan's podGroups[]):
+    # why it has the phase it has, with the numbers behind it
+    ReasonKind("PodsSucceeded", None, ("succeeded", "minMember"),
+               "{{succeeded}} of minMember {{minMember}} pods succeeded"),
+    ReasonKind("PodsFailed", None, ("failed",), "{{failed}} pod(s) failed"),
+    ReasonKind("PodsRunning", None, ("running", "succeeded", "minMember"),
+               "{{running}} running, {{succeeded}} succeeded of minMember {{minMember}}"),
+    ReasonKind("PodsPlaced", None, ("placed", "running", "minMember"),
+               "{{placed}} of minMember {{minMember}} pods placed, {{running}} running"),
+    ReasonKind("PodsPartlyPlaced", None, ("placed", "minMember"),
+               "only {{placed}} of minMember {{minMember}} pods placed"),
+    ReasonKind("ScheduleTimeout", None, ("running", "minMember", "waitedSeconds", "scheduleTimeoutSeconds",
+                                         "requeues", "backoffUntil"),
+               "released: {{running}} of minMember {{minMember}} pods running {{waitedSeconds}}s after scheduling "
+               "started (scheduleTimeoutSeconds {{scheduleTimeoutSeconds}}); requeue {{requeues}}, held until "
+               "{{backoffUntil}}"),
+    ReasonKind("BackingOff", None, ("requeues", "backoffUntil"),
+               "backing off after release {{requeues}} until {{backoffUntil}}"),
+    ReasonKind("MinResourcesFit", None, ("need", "clusterQueue"),
+               "minResources fit; it holds {% for r, q in need|dictsort %}{{r}} {{q}}{% if not loop.last %}, "
+               "{% endif %}{% else %}nothing{% endfor %}{% if clusterQueue %} in ClusterQueue {{clusterQueue}}"
+               "{% endif %} until its pods are admitted"),
+    ReasonKind("MinResourcesUnfit", None, ("need", "resource", "asks", "has", "pool"),
+               "{% if backToPending is defined and backToPending %}back to Pending, {% endif %}minResources do not fit: needs {{resource}} "
+               "{{asks}}, {{pool}} has {{has}}{% if reserved is defined %} ({{reserved}} reserved for InQueue "
+               "group{% if reservedCount > 1 %}s{% endif %} {{reservedFor|join(', ')}}{% if reservedCount > 3 %} "
+               "and {{reservedCount - 3}} more{% endif %}){% endif %}"),
+    ReasonKind("PodGroupQueueNotFound", None, ("localQueue",),
+               "{% if backToPending is defined and backToPending %}back to Pending, {% endif %}minResources do not fit: LocalQueue "
+               "{{localQueue}} or its ClusterQueue does not exist"),
     ReasonKind("InvalidObject", None, ("kind", "name", "field", "error"),
                "{{kind}} {{name}} cannot be used and is left out: {% if field %}{{field}}: {% endif %}{{error}}", True),
     ReasonKind("ExcessPod", None, ("group", "total"),

@@ -2,7 +2,8 @@
 
 A record (``apiVersion: clueue.dev/v1, kind: DecisionCycle``, docs/decision-log.md) holds the
 cycle's id, time, origin, digests, summary, solver statistics, phases, actions, dispatch
-(MultiKueue's nominations and why), notices and rejected objects, and ``workloads``: only those
+(MultiKueue's nominations and why), PodGroups (each one's phase, why, and what was written for
+it), notices and rejected objects, and ``workloads``: only those
 whose state or reasons differ from what the log last recorded for them (a workload no longer in
 the plan once, as ``state: deleted``). A week of a busy cluster thus records each wait once per
 change, not once per cycle. A reason whose
@@ -140,4 +141,6 @@ def cycle_record(*, time: float, origin: str, plan: Plan | None, snapshot_digest
         record["rejected"] = [r.to_dict() for r in plan.rejected]
         if plan.dispatch:
             record["dispatch"] = [d.to_dict() for d in plan.dispatch]
+        if plan.pod_groups:  # each coscheduling PodGroup's phase and what was written for it
+            record["podGroups"] = [g.to_dict() for g in plan.pod_groups]
     return record

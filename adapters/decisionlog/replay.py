@@ -6,7 +6,8 @@ The snapshot is rebuilt from the stored documents as a live snapshot is built
 with the notices it had, and with the views of MultiKueue's workers it had (each rebuilt from
 its own stored documents, observed when it was), and decided at the time the cycle decided at
 (``now``: timeouts, back-offs and the workers' views' ages depend on it). The recorded
-decisions (each workload's last recorded state as of the cycle, and the cycle's actions) are
+decisions (each workload's last recorded state as of the cycle, the cycle's actions and its
+PodGroups' entries) are
 compared with the replay's by the decision diff of ``clueue policy diff``
 (engine/policytest.py), and the workers each dispatched workload was nominated to apart (that
 diff names a nomination, not its workers), so an exact replay shows no change.
@@ -19,9 +20,9 @@ from typing import Any, Mapping
 
 from clueue.engine import Action, Config, Document, Plan, Policy, Snapshot, WorkloadEntry, build_snapshot
 from clueue.engine.guard import Limits, guarded_cycle
-from clueue.engine.plan import PodSetAssignment, SolverInfo
+from clueue.engine.plan import PodGroupEntry, PodGroupRelease, PodSetAssignment, SolverInfo
 from clueue.engine.policy import PolicyFile, check_safety
-from clueue.engine.policytest import SnapshotDiff, diff_plans
+from clueue.engine.policytest import SnapshotDiff, snapshot_diff
 from clueue.engine.reasons import Reason
 from clueue.engine.snapshot import WorkerView
 
@@ -88,6 +89,16 @@ def _entry(state: Mapping[str, Any]) -> WorkloadEntry:
         reasons=tuple(Reason(r["code"], r["message"], dict(r.get("details", {}))) for r in state.get("reasons", [])))
 
 
+def _pod_group(g: Mapping[str, Any]) -> PodGroupEntry:
+    """A ``podGroups[]`` entry as a record holds it (Plan.to_dict)."""
+    r, why = g.get("release"), g.get("reason")
+    release = None if not r else PodGroupRelease(tuple((p["name"], p.get("uid", "")) for p in r.get("pods", [])),
+                                                 r.get("workload", ""), int(r["requeues"]), int(r["backoffUntil"]))
+    return PodGroupEntry(g["name"], g.get("gang", ""), g.get("queue", ""), g.get("recordedPhase", ""), g["phase"],
+                         Reason(why["code"], why["message"], dict(why.get("details", {}))) if why else None,
+                         dict(g.get("status", {})), dict(g.get("holds", {})), release, bool(g.get("endBackoff")))
+
+
 _SOLVER_FIELDS = {"compileSeconds": "compile_seconds", "groundSeconds": "ground_seconds",
                   "solveSeconds": "solve_seconds", "explainSeconds": "explain_seconds",
                   "totalSeconds": "total_seconds", "optimal": "optimal", "budgetSeconds": "budget_seconds",
@@ -97,7 +108,7 @@ _SOLVER_FIELDS = {"compileSeconds": "compile_seconds", "groundSeconds": "ground_
 
 def recorded_plan(log: DecisionLog, record: Mapping[str, Any]) -> Plan:
     """The decisions the log holds for a cycle, as a plan: each workload's last state recorded
-    up to it, and its actions."""
+    up to it, its actions and its PodGroups' entries."""
     cycle = int(record["id"])
     entries = tuple(_entry(s) for _, s in sorted(log.latest_states(cycle).items()))
     actions = tuple(Action(a["kind"], a["target"], a["workload"],
@@ -106,7 +117,7 @@ def recorded_plan(log: DecisionLog, record: Mapping[str, Any]) -> Plan:
     solver = record.get("solver") or {}
     info = SolverInfo(**{field: solver.get(key, 0) for key, field in _SOLVER_FIELDS.items()})
     return Plan(entries, actions, info, record["snapshotDigest"], record["policyDigest"],
-                tuple(record.get("notices", [])))
+                tuple(record.get("notices", [])), pod_groups=tuple(_pod_group(g) for g in record.get("podGroups", [])))
 
 
 @dataclass(frozen=True)
@@ -165,6 +176,6 @@ def replay(log: DecisionLog, cycle: int, *, policy: Policy | None = None, limits
     plan = guarded_cycle(recorded.snapshot, policy or recorded.policy, recorded.config, limits=limits,
                          now=recorded.now)
     base = recorded_plan(log, recorded.record)
-    diff = SnapshotDiff(f"cycle {cycle}", plan.snapshot_digest, len(plan.workloads), tuple(diff_plans(base, plan)))
+    diff = snapshot_diff(f"cycle {cycle}", base, plan)
     nominations = nomination_changes(recorded.record.get("actions", []), [a.to_dict() for a in plan.actions])
     return Replay(recorded, plan, diff, nominations)

@@ -87,7 +87,6 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     if version is None:  # before the lease: a cluster without Workloads has nothing to decide
         return Decided(None, ApplyResult(errors=[f"{KUEUE_GROUP} is not installed: Workloads cannot be written; "
                                                  "nothing applied"]))
-    next_due = None
     with contextlib.ExitStack() as held:
         if not dry_run and lease is None:
             with api_errors(api, f"taking Lease {namespace}/{LEASE_NAME}"):
@@ -101,16 +100,14 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
             applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors,
                                                  written=applied.written)
-            group_writes, next_due = write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,
-                                                           fence=lease.fence if lease else None,
-                                                           written=applied.written)  # podgroup_status.py
-            applied.writes += group_writes
+            applied.writes += write_podgroup_status(api, plan, version=version, errors=applied.errors,
+                                                    fence=lease.fence if lease else None,
+                                                    written=applied.written)  # podgroup_status.py
     if memo is not None:
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]
-    # a waitForPodsReady timeout or back-off ends then (engine/podsready.py)
-    due = [t for t in (next_due, plan.wake_at if not dry_run else None) if t is not None]
-    return Decided(plan, applied, min(due, default=None))
+    # a waitForPodsReady or PodGroup timeout or back-off ends then (engine/podsready.py, podgroups.py)
+    return Decided(plan, applied, plan.wake_at if not dry_run else None)
 
 
 def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan:

@@ -1,23 +1,24 @@
-"""Writing what a cycle decided about coscheduling PodGroups (engine/podgroups.py computes it).
+"""Writing what a plan decided about coscheduling PodGroups: its ``podGroups[]`` entries
+(docs/plan-format.md; engine/podgroups.py decides them in the cycle). Nothing is decided here.
 
 After a cycle: each PodGroup's ``status`` (phase, running, succeeded, failed,
-``scheduleStartTime``, ``occupiedBy``) is written when it differs from the recorded one; a
-group past its schedule timeout is released (its live pods deleted, its requeue count and
-back-off recorded in the annotations ``clueue.dev/requeues`` and ``clueue.dev/backoff-until``);
-a group whose back-off is over loses the back-off annotation, which lets its gang be admitted
-again. Every write is fenced by the decider lease and retried from a fresh read on a conflict.
-A cluster without the PodGroup CRD has no PodGroups in its snapshot: nothing is written.
+``scheduleStartTime``, ``occupiedBy``) is written as its entry says, when it differs from the
+recorded one; a group whose entry has a ``release`` is released (its requeue count and back-off
+recorded in the annotations ``clueue.dev/requeues`` and ``clueue.dev/backoff-until``, its gang's
+Workload and its live pods deleted, each pod only if it still has the uid the plan names); a
+group whose entry ends its back-off loses the back-off annotation, which lets its gang be
+admitted again. Every write is fenced by the decider lease and retried from a fresh read on a
+conflict. A cluster without the PodGroup CRD has no PodGroups in its snapshot, so its plans have
+no entries: nothing is written.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from kubernetes import client
 
-from clueue.engine import Plan, Snapshot
-from clueue.engine.podgroups import PodGroupDecisions, podgroup_statuses
+from clueue.engine import Plan
 from clueue.engine.snapshot import BACKOFF_ANNOTATION, REQUEUES_ANNOTATION
 
 from .apply import MANAGER
@@ -27,41 +28,29 @@ from .lease import LeaseLost
 from .queue_status import _Writer
 from .retry import missing_is_none, update_with_retry
 
-__all__ = ["write_podgroup_status", "apply_podgroup_decisions"]
+__all__ = ["write_podgroup_status"]
 
 _PLURAL = "podgroups"
 _STATUS_FIELDS = ("phase", "running", "succeeded", "failed", "scheduleStartTime", "occupiedBy")
 
 
-def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *, version: str = "v1beta1",
-                          now: float | None = None, fence: Callable[[], None] | None = None, dry_run: bool = False,
+def write_podgroup_status(api: client.ApiClient, plan: Plan, *, version: str = "v1beta1",
+                          fence: Callable[[], None] | None = None, dry_run: bool = False,
                           errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
-                          ) -> tuple[list[str], int | None]:
-    """Decide (:func:`~clueue.engine.podgroups.podgroup_statuses` at ``now``, default the
-    clock) and write what ``plan`` leaves of the PodGroups of ``snapshot``; returns the writes
-    done (``status PodGroup NS/NAME``, ``release PodGroup NS/NAME``, ``delete Pod NS/NAME``,
-    ``delete Workload NS/NAME``, ``backoff-over PodGroup NS/NAME``) and when the next schedule
-    timeout or back-off ends (epoch seconds; None: none is running), for a controller to cycle
-    then; ``version`` is the served kueue.x-k8s.io version. ``errors`` and ``written`` as in
-    :func:`~.queue_status.write_queue_status`.
+                          ) -> list[str]:
+    """Write what ``plan``'s ``podGroups[]`` say: releases first, then the ends of back-offs,
+    then statuses. Returns the writes done (``status PodGroup NS/NAME``, ``release PodGroup
+    NS/NAME``, ``delete Pod NS/NAME``, ``delete Workload NS/NAME``, ``backoff-over PodGroup
+    NS/NAME``); ``version`` is the served kueue.x-k8s.io version. ``errors`` and ``written`` as
+    in :func:`~.queue_status.write_queue_status`. When the next schedule timeout or back-off
+    ends is the plan's ``wake_at``.
 
     Raises:
         ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
         LeaseLost: ``fence`` found the decider lease lost (without ``errors``).
     """
-    if not snapshot.pod_groups:
-        return [], None
-    decisions = podgroup_statuses(snapshot, plan, int(time.time() if now is None else now))
-    writes = apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors,
-                                      written=written)
-    return writes, decisions.next_due or None
-
-
-def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *, version: str = "v1beta1",
-                             fence: Callable[[], None] | None = None, dry_run: bool = False,
-                             errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
-                             ) -> list[str]:
-    """Write ``decisions`` (see :func:`write_podgroup_status`): releases first, then statuses."""
+    if not plan.pod_groups:
+        return []
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
     dry = {"dry_run": "All"} if dry_run else {}
@@ -79,39 +68,45 @@ def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions
         return change
 
     try:
-        for r in decisions.releases:
-            label = f"PodGroup {r.namespace}/{r.name}"
+        for entry in plan.pod_groups:
+            r = entry.release
+            if r is None:
+                continue
+            ns, name = entry.name.split("/", 1)
             # the back-off first: should the deletes fail half-way, the group is still held
-            writer.update(f"release {label}", read(r.namespace, r.name),
-                          annotate(r.namespace, r.name, {REQUEUES_ANNOTATION: str(r.requeues),
-                                                         BACKOFF_ANNOTATION: str(r.backoff_until)}),
-                          lambda obj, r=r: custom.replace_namespaced_custom_object(
-                              SCHEDULING_GROUP, POD_GROUP_VERSION, r.namespace, _PLURAL, r.name, obj,
+            writer.update(f"release PodGroup {entry.name}", read(ns, name),
+                          annotate(ns, name, {REQUEUES_ANNOTATION: str(r.requeues),
+                                              BACKOFF_ANNOTATION: str(r.backoff_until)}),
+                          lambda obj, ns=ns, name=name: custom.replace_namespaced_custom_object(
+                              SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name, obj,
                               field_manager=MANAGER, **dry))
             if r.workload:  # its quota back: the pods recreated queue anew (apply makes a new Workload)
-                ns, name = r.workload.split("/", 1)
-                writer.delete(f"Workload {r.workload}", lambda ns=ns, name=name: custom.delete_namespaced_custom_object(
+                wl_ns, wl_name = r.workload.split("/", 1)
+                writer.delete(f"Workload {r.workload}", lambda ns=wl_ns, name=wl_name: custom.delete_namespaced_custom_object(
                     KUEUE_GROUP, version, ns, "workloads", name, **dry))
-            for pod in r.pods:
-                writer.delete(f"Pod {pod.namespace}/{pod.name}", lambda p=pod: core.delete_namespaced_pod(
-                    p.name, p.namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=p.uid)),
-                    **dry))
-        for key in decisions.backoff_over:
-            ns, name = key.split("/", 1)
-            writer.update(f"backoff-over PodGroup {key}", read(ns, name), annotate(ns, name, {BACKOFF_ANNOTATION: None}),
-                          lambda obj, ns=ns, name=name: custom.replace_namespaced_custom_object(
-                              SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name, obj, field_manager=MANAGER, **dry))
-        for key, status in decisions.statuses.items():
-            wanted = status.to_dict()
+            for pod, uid in r.pods:
+                writer.delete(f"Pod {ns}/{pod}", lambda ns=ns, pod=pod, uid=uid: core.delete_namespaced_pod(
+                    pod, ns, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)), **dry))
+        for entry in plan.pod_groups:
+            if entry.end_backoff:
+                ns, name = entry.name.split("/", 1)
+                writer.update(f"backoff-over PodGroup {entry.name}", read(ns, name),
+                              annotate(ns, name, {BACKOFF_ANNOTATION: None}),
+                              lambda obj, ns=ns, name=name: custom.replace_namespaced_custom_object(
+                                  SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name, obj, field_manager=MANAGER,
+                                  **dry))
+        for entry in plan.pod_groups:
+            wanted = dict(entry.status)
 
             def change(obj: dict[str, Any], wanted: dict[str, Any] = wanted) -> dict[str, Any] | None:
                 old = dict(obj.get("status") or {})
                 new = {**{k: v for k, v in old.items() if k not in _STATUS_FIELDS}, **wanted}
                 return None if new == old else {**obj, "status": new}
 
-            writer.update(f"status PodGroup {key}", read(status.namespace, status.name), change,
-                          lambda obj, s=status: custom.replace_namespaced_custom_object_status(
-                              SCHEDULING_GROUP, POD_GROUP_VERSION, s.namespace, _PLURAL, s.name, obj,
+            ns, name = entry.name.split("/", 1)
+            writer.update(f"status PodGroup {entry.name}", read(ns, name), change,
+                          lambda obj, ns=ns, name=name: custom.replace_namespaced_custom_object_status(
+                              SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name, obj,
                               field_manager=MANAGER, **dry))
     except (ClusterUnavailable, LeaseLost) as e:
         if errors is None:

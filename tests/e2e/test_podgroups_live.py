@@ -116,10 +116,14 @@ def test_podgroup_goes_in_queue_then_its_gang_is_admitted_and_its_phase_written(
         core = client.CoreV1Api(api)
         read = _reader(api, ns)
 
-        applied = decide_and_apply(api, load_policy(), read=read).applied
-        assert not applied.errors, applied.errors
+        decided = decide_and_apply(api, load_policy(), read=read)
+        assert not decided.applied.errors, decided.applied.errors
         assert _get(api, ns, "mpi")["status"]["phase"] == "InQueue"
         assert _get(api, ns, "zlater")["status"]["phase"] == "Pending"  # mpi's 3 cpu are reserved
+        # what is written is what the plan says (docs/plan-format.md, podGroups[])
+        for name in ("mpi", "zlater"):
+            assert _get(api, ns, name)["status"] == dict(decided.plan.pod_group(f"{ns}/{name}").status)
+        assert decided.plan.pod_group(f"{ns}/zlater").reason.details["reservedFor"] == [f"{ns}/mpi"]
         again = decide_and_apply(api, load_policy(), read=read).applied
         assert not [w for w in again.writes if "PodGroup" in w]  # nothing changed: nothing written
 
@@ -130,19 +134,23 @@ def test_podgroup_goes_in_queue_then_its_gang_is_admitted_and_its_phase_written(
         assert _get(api, ns, "mpi")["status"]["phase"] == "InQueue"
 
         core.create_namespaced_pod(ns, _member(ns, "mpi-2", "mpi"))
-        applied = decide_and_apply(api, load_policy(), read=read).applied
-        assert not applied.errors, applied.errors
+        decided = decide_and_apply(api, load_policy(), read=read)
+        assert not decided.applied.errors, decided.applied.errors
         assert not any(core.read_namespaced_pod(f"mpi-{i}", ns).spec.scheduling_gates for i in range(3))
         status = _get(api, ns, "mpi")["status"]
         assert (status["phase"], status["running"]) == ("Scheduling", 0) and status["scheduleStartTime"]
+        entry = decided.plan.pod_group(f"{ns}/mpi")
+        assert (entry.recorded_phase, entry.phase, entry.reason.code) == ("InQueue", "Scheduling", "PodsPlaced")
+        assert status == dict(entry.status)
 
         for i in range(3):  # the tests act as kubelet
             pod = core.read_namespaced_pod(f"mpi-{i}", ns)
             pod.status.phase = "Running"
             core.replace_namespaced_pod_status(f"mpi-{i}", ns, pod)
-        decide_and_apply(api, load_policy(), read=read)
+        decided = decide_and_apply(api, load_policy(), read=read)
         status = _get(api, ns, "mpi")["status"]
         assert (status["phase"], status["running"]) == ("Running", 3)
+        assert status == dict(decided.plan.pod_group(f"{ns}/mpi").status)
 
 
 def test_a_timed_out_group_is_released_whole_and_held_for_a_back_off(kube: ControlPlane) -> None:
@@ -159,13 +167,17 @@ def test_a_timed_out_group_is_released_whole_and_held_for_a_back_off(kube: Contr
         read = _reader(api, ns)
         decide_and_apply(api, load_policy(), read=read)  # admitted: ungated, Scheduling starts now
         assert _get(api, ns, "slow")["status"]["phase"] == "Scheduling"
-        applied = decide_and_apply(api, load_policy(), read=read).applied
+        decided = decide_and_apply(api, load_policy(), read=read)
+        applied = decided.applied
         assert not applied.errors, applied.errors
+        release = decided.plan.pod_group(f"{ns}/slow").release  # the plan says what is released
+        assert release is not None and sorted(name for name, _ in release.pods) == ["slow-0", "slow-1"]
         assert f"release PodGroup {ns}/slow" in applied.writes
         assert f"delete Workload {ns}/podgroup-slow" in applied.writes  # its quota given back
         assert sorted(w for w in applied.writes if w.startswith("delete Pod")) == [
             f"delete Pod {ns}/slow-0", f"delete Pod {ns}/slow-1"]
         pg = _get(api, ns, "slow")
-        assert pg["metadata"]["annotations"]["clueue.dev/requeues"] == "1"
+        assert pg["metadata"]["annotations"]["clueue.dev/requeues"] == "1" == str(release.requeues)
         assert int(pg["metadata"]["annotations"]["clueue.dev/backoff-until"]) > time.time() + 30
-        assert pg["status"]["phase"] == "Pending"
+        assert pg["metadata"]["annotations"]["clueue.dev/backoff-until"] == str(release.backoff_until)
+        assert pg["status"]["phase"] == "Pending" and pg["status"] == dict(decided.plan.pod_group(f"{ns}/slow").status)

@@ -1,6 +1,7 @@
 """Coscheduling PodGroups: gangs by minMember, quota and no-quota groups, ordering, timeouts and
 back-off, phases from pod states, and InQueue (delay-pod-creation). One cycle per scenario;
-statuses are computed by engine/podgroups.py from the snapshot and the cycle's plan."""
+statuses are computed by engine/podgroups.py from the snapshot and the cycle's plan, and the
+plan carries them (``podGroups[]``, docs/plan-format.md): every scenario checks that it does."""
 
 from __future__ import annotations
 
@@ -53,8 +54,17 @@ def node(name: str, cpu: Any) -> dict[str, Any]:
 
 def cycle(*objs: Any, now: int = 60):
     snapshot = build_snapshot([Document(f"test#{i}", o) for i, o in enumerate(flatten(objs))])
-    plan = run_cycle(snapshot, POLICY, Config())
-    return plan, podgroup_statuses(snapshot, plan, at(now))
+    plan = run_cycle(snapshot, POLICY, Config(), now=at(now))
+    decisions = podgroup_statuses(snapshot, plan, at(now))
+    # the plan is the contract: what the status writer writes is what these decisions say
+    assert {g.name: (g.phase, dict(g.status), g.reason.message) for g in plan.pod_groups} == {
+        k: (s.phase, s.to_dict(), s.message) for k, s in decisions.statuses.items()}
+    assert {g.name: (g.release.pods, g.release.workload, g.release.requeues, g.release.backoff_until)
+            for g in plan.pod_groups if g.release} == {
+        f"{r.namespace}/{r.name}": (tuple(sorted((p.name, p.uid) for p in r.pods)), r.workload, r.requeues,
+                                    r.backoff_until) for r in decisions.releases}
+    assert tuple(g.name for g in plan.pod_groups if g.end_backoff) == decisions.backoff_over
+    return plan, decisions
 
 
 def ungated(plan) -> list[str]:
@@ -197,3 +207,85 @@ def test_in_queue_is_first_come_first_served_and_reserves_the_capacity():
     assert (phase(decisions, "a"), phase(decisions, "b")) == ("InQueue", "Pending")
     assert "3 reserved for InQueue group default/a" in decisions.statuses["default/b"].message
     assert dict(decisions.reserved) == {"default/a": {"cpu": 3}}
+
+
+# -- the plan carries every phase change, with its reason and numbers ---------------------------
+
+def test_the_plan_says_a_group_goes_in_queue_and_what_it_holds():
+    plan, _ = cycle(QUEUE, podgroup("q", 2, min_resources={"cpu": 3}, queue="main"))
+    entry = plan.pod_group("default/q")
+    assert (entry.recorded_phase, entry.phase, entry.changed) == ("", "InQueue", True)
+    assert entry.reason.code == "MinResourcesFit"
+    assert dict(entry.reason.details) == {"need": {"cpu": "3"}, "clusterQueue": "cq"}
+    assert entry.reason.message == "minResources fit; it holds cpu 3 in ClusterQueue cq until its pods are admitted"
+    assert dict(entry.holds) == {"cpu": "3"} and entry.status == {"phase": "InQueue", "running": 0, "succeeded": 0,
+                                                                   "failed": 0}
+    data = plan.to_dict()["podGroups"]
+    assert data == [{"name": "default/q", "gang": "default/podgroup-q", "queue": "main", "phase": "InQueue",
+                     "reason": entry.reason.to_dict(), "status": dict(entry.status), "holds": {"cpu": "3"}}]
+
+
+def test_the_plan_says_a_group_goes_back_to_pending_with_the_numbers():
+    recorded = podgroup("q", 2, min_resources={"cpu": 3}, queue="main", status={"phase": "InQueue"})
+    plan, _ = cycle(QUEUE, recorded, workload("other", cpu=2, admitted_in=("cq", "default")))
+    entry = plan.pod_group("default/q")
+    assert (entry.recorded_phase, entry.phase, entry.changed) == ("InQueue", "Pending", True)
+    assert entry.reason.code == "MinResourcesUnfit"
+    assert dict(entry.reason.details) == {"need": {"cpu": "3"}, "resource": "cpu", "asks": "3", "has": "2",
+                                          "pool": "the quota of ClusterQueue cq", "backToPending": True}
+    assert entry.reason.message.startswith("back to Pending, minResources do not fit: needs cpu 3")
+    assert not entry.holds
+
+
+def test_the_plan_names_the_groups_that_hold_what_a_later_one_lacks():
+    first, second = podgroup("a", 1, minute=1, min_resources={"cpu": 3}, queue="main"), \
+        podgroup("b", 1, minute=2, min_resources={"cpu": 3}, queue="main")
+    plan, _ = cycle(QUEUE, second, first)
+    details = plan.pod_group("default/b").reason.details
+    assert (details["reserved"], details["reservedFor"], details["reservedCount"]) == ("3", ["default/a"], 1)
+
+
+def test_the_plan_says_when_a_gang_starts_scheduling():
+    plan, _ = cycle(QUEUE, podgroup("mpi", 3, status={"phase": "InQueue"}), gang("mpi", 3), now=5)
+    entry = plan.pod_group("default/mpi")
+    assert (entry.recorded_phase, entry.phase) == ("InQueue", "Scheduling")
+    assert (entry.reason.code, dict(entry.reason.details)) == ("PodsPlaced", {"placed": 3, "running": 0,
+                                                                              "minMember": 3})
+    assert entry.status["scheduleStartTime"] == ts(5)
+    # an unchanged phase is an entry too: the writer writes its counts
+    running = cycle(QUEUE, podgroup("mpi", 3, status={"phase": "Running"}), gang("mpi", 3, gated=False,
+                                                                               phase="Running"))[0]
+    entry = running.pod_group("default/mpi")
+    assert (entry.changed, entry.reason.code, entry.status["running"]) == (False, "PodsRunning", 3)
+
+
+def test_the_plan_carries_a_release_and_the_end_of_its_back_off():
+    pg = podgroup("t", 2, timeout=60, status={"phase": "Scheduling", "scheduleStartTime": ts(0)})
+    pods = [member("t-0", "t", gated=False, phase="Running"), member("t-1", "t", gated=False)]
+    for p in pods:  # the release deletes exactly these pods, by uid
+        p["metadata"]["uid"] = f"uid-{p['metadata']['name']}"
+    plan, _ = cycle(QUEUE, pg, pods, workload("podgroup-t", count=2, admitted_in=("cq", "default")), now=2)
+    entry = plan.pod_group("default/t")
+    assert (entry.recorded_phase, entry.phase) == ("Scheduling", "Pending")
+    assert entry.reason.code == "ScheduleTimeout"
+    assert dict(entry.reason.details) == {"running": 1, "minMember": 2, "waitedSeconds": 120,
+                                          "scheduleTimeoutSeconds": 60, "requeues": 1,
+                                          "backoffUntil": ts(2 + backoff_seconds(1) // 60)}
+    assert plan.to_dict()["podGroups"][0]["release"] == {
+        "pods": [{"name": "t-0", "uid": "uid-t-0"}, {"name": "t-1", "uid": "uid-t-1"}],
+        "workload": "default/podgroup-t", "requeues": 1, "backoffUntil": at(2) + backoff_seconds(1)}
+    held = podgroup("t", 2, annotations={"clueue.dev/requeues": "1", "clueue.dev/backoff-until": str(at(10))})
+    plan, _ = cycle(QUEUE, held, gang("t", 2), now=5)
+    entry = plan.pod_group("default/t")
+    assert (entry.reason.code, entry.end_backoff, plan.wake_at) == ("BackingOff", False, at(10))
+    plan, _ = cycle(QUEUE, held, gang("t", 2), now=11)
+    assert plan.pod_group("default/t").end_backoff and plan.to_dict()["podGroups"][0]["endBackoff"] is True
+
+
+def test_without_a_time_nothing_that_depends_on_time_is_decided():
+    pg = podgroup("t", 2, timeout=60, status={"phase": "Scheduling", "scheduleStartTime": ts(0)})
+    snapshot = build_snapshot([Document(f"test#{i}", o) for i, o in enumerate(flatten(
+        [QUEUE, pg, member("t-0", "t", gated=False), member("t-1", "t", gated=False)]))])
+    plan = run_cycle(snapshot, POLICY, Config())
+    entry = plan.pod_group("default/t")
+    assert (entry.phase, entry.release, plan.wake_at) == ("Scheduling", None, None)
