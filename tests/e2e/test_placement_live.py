@@ -142,8 +142,15 @@ def test_pods_are_pinned_to_nodes_whose_hostname_label_is_not_their_name(
     plane.create_node(bare, {"cpu": "64", "memory": "256Gi", GPU: "8"}, labels={"pool": f"pool-{tag}"})
     client.CoreV1Api(api).patch_node(bare, {"metadata": {"labels": {HOSTNAME: None}}})
     names = ["p-0", "p-1"]
+    # a required node affinity of two terms (ORed): the pin by name must be added to each
+    terms = [{"matchExpressions": [{"key": "pool", "operator": "In", "values": [f"pool-{tag}"]}]},
+             {"matchExpressions": [{"key": "never", "operator": "In", "values": ["x"]}]}]
     for name in names:  # 8 GPUs each: one on each node
-        create(api, gpu_member(ns, name, 8, group="pair", total=2))
+        body = gpu_member(ns, name, 8, group="pair", total=2)
+        body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": terms}}}
+        body["metadata"]["annotations"][ROLE_HASH_ANNOTATION] = role_hash(body)
+        create(api, body)
 
     def bound() -> dict[str, client.V1Pod]:
         pods = {name: pod_of(api, ns, name) for name in names}
@@ -157,9 +164,11 @@ def test_pods_are_pinned_to_nodes_whose_hostname_label_is_not_their_name(
             assert p.spec.node_selector[HOSTNAME] == f"ip-10-0-1-14-{tag}"
         else:
             assert HOSTNAME not in p.spec.node_selector
-            [term] = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution \
+            pinned = p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution \
                 .node_selector_terms
-            assert [(f.key, f.operator, f.values) for f in term.match_fields] == [("metadata.name", "In", [bare])]
+            assert len(pinned) == 2 and [t.match_expressions[0].key for t in pinned] == ["pool", "never"]
+            for term in pinned:
+                assert [(f.key, f.operator, f.values) for f in term.match_fields] == [("metadata.name", "In", [bare])]
 
 
 def test_a_gang_that_fits_the_quota_but_not_the_nodes_is_neither_ungated_nor_bound(
