@@ -28,7 +28,8 @@ from .objects import CheckState, PodSetSpec
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .placement import (HOSTNAME_LABEL, Assignment, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
-from .podgroups import holds
+from .coscheduling import with_coscheduling_queue
+from .podgroups import COSCHEDULING_QUEUE, holds
 from .podsready import pods_ready_condition, wait_for_pods_ready
 from .policy import Policy
 from .preemption import Victims
@@ -53,7 +54,7 @@ _KEY = operator.attrgetter("key")
 
 def compile_snapshot(snapshot: Snapshot, config: Config = Config()) -> tuple[Compiled, Workloads]:
     """The workloads of the snapshot and all their facts (what ``clueue facts`` prints)."""
-    snapshot = with_settings(snapshot, config)
+    snapshot = with_coscheduling_queue(with_settings(snapshot, config))
     built = build_workloads(snapshot, config)
     return compile_facts(snapshot, built.workloads), built
 
@@ -224,6 +225,8 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
     t0 = time.monotonic()
     deadline = t0 + config.time_budget
     snapshot = with_settings(snapshot, config)  # the fair sharing sections in effect (fairsharing.py)
+    given = snapshot  # what the plan's digest is of: the built-in queue below is the cycle's own
+    snapshot = with_coscheduling_queue(snapshot)  # the queue of PodGroups without one (coscheduling.py)
     built = build_workloads(snapshot, config, memo)
     built, wake_at = wait_for_pods_ready(built, snapshot, now)  # evictions and holds by time (podsready.py)
     selection = select_candidates(snapshot, built, policy, memo)
@@ -276,7 +279,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
         candidates=len(decision.ranked), pruned=len(selection.stand_in) + unsolved,
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    return Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
+    return Plan(entries, tuple(actions), solver, given.digest(memo), policy.digest(),
                 snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries,
                 wake_at=_earliest(wake_at, next_sample(snapshot, now) if now is not None else None), decided_at=now)
 
@@ -525,7 +528,9 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None, done: _Round,
         lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
         cq = snapshot.cluster_queues.get(lq.cluster_queue) if lq else None
         names = {fq.flavor for g in cq.resource_groups for fq in g.flavors} if cq else set()
-        flavors = {f: snapshot.flavors[f].node_labels for f in names if f in snapshot.flavors} or {"": {}}
+        # the built-in queue's flavor is no flavor a user chose: its shortage names none
+        flavors = {"" if f == COSCHEDULING_QUEUE else f: snapshot.flavors[f].node_labels
+                   for f in names if f in snapshot.flavors} or {"": {}}
         # a flavor quota rules out is explained by that: the nodes of the others are why it waits
         ruled_out = {r.details.get("flavor") for r in reasons if r.code in _QUOTA_CODES}
         flavors = {f: labels for f, labels in flavors.items() if f not in ruled_out}
