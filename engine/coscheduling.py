@@ -6,7 +6,8 @@ cluster's default kube-scheduler has no such rule, so with clueue the pods of a 
 (workloads.py, ``podgroup-<name>``) is queued in :data:`~.podgroups.COSCHEDULING_QUEUE`. For
 the cycle, :func:`with_coscheduling_queue` adds that queue to the snapshot: a LocalQueue of that
 name in each namespace with such pods, pointing to a ClusterQueue of that name with one
-ResourceFlavor of that name (no node labels, no taints) whose quota, resource by resource, is
+ResourceFlavor of that name (no node labels, no taints; the cluster's Topology if it has exactly
+one, for Kueue's topology-aware scheduling) whose quota, resource by resource, is
 twice what every such pod and every Workload admitted there request together. Quota never
 binds there, so only the nodes decide: the gang is admitted whole where its pods fit on the
 nodes at once, placed and pinned as every other workload (placement.lp), in the order of the
@@ -64,10 +65,13 @@ def with_coscheduling_queue(snapshot: Snapshot) -> Snapshot:
                                                                 {"cpu": ResourceQuota(Fraction(0))}),)),),
         namespace_selector=LabelSelector(), queueing_strategy="BestEffortFIFO", when_can_borrow="Borrow",
         when_can_preempt="TryNextFlavor", stop_policy="None")
+    # the cluster's one Topology, if it has exactly one, so that pods asking for topology-aware
+    # scheduling may have it (those asking for none go to any node of a flavor with a Topology)
+    topology = next(iter(snapshot.topologies)) if len(snapshot.topologies) == 1 else ""
     local = {f"{ns}/{COSCHEDULING_QUEUE}": LocalQueue(ns, COSCHEDULING_QUEUE, COSCHEDULING_QUEUE)
              for ns in sorted(namespaces)}
     return dataclasses.replace(
         snapshot,
-        flavors={**snapshot.flavors, COSCHEDULING_QUEUE: ResourceFlavor(COSCHEDULING_QUEUE, {}, ())},
+        flavors={**snapshot.flavors, COSCHEDULING_QUEUE: ResourceFlavor(COSCHEDULING_QUEUE, {}, (), topology)},
         cluster_queues={**snapshot.cluster_queues, COSCHEDULING_QUEUE: queue},
         local_queues={**snapshot.local_queues, **local})

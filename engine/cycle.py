@@ -528,9 +528,7 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None, done: _Round,
         lq = snapshot.local_queues.get(f"{w.namespace}/{w.queue}")
         cq = snapshot.cluster_queues.get(lq.cluster_queue) if lq else None
         names = {fq.flavor for g in cq.resource_groups for fq in g.flavors} if cq else set()
-        # the built-in queue's flavor is no flavor a user chose: its shortage names none
-        flavors = {"" if f == COSCHEDULING_QUEUE else f: snapshot.flavors[f].node_labels
-                   for f in names if f in snapshot.flavors} or {"": {}}
+        flavors = {f: snapshot.flavors[f].node_labels for f in names if f in snapshot.flavors} or {"": {}}
         # a flavor quota rules out is explained by that: the nodes of the others are why it waits
         ruled_out = {r.details.get("flavor") for r in reasons if r.code in _QUOTA_CODES}
         flavors = {f: labels for f, labels in flavors.items() if f not in ruled_out}
@@ -543,19 +541,25 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None, done: _Round,
             usable = {f: labels for f, labels in flavors.items() if unusable(snapshot, ps, f) is None}
             details = shortage(shapes, ps, usable) if usable else None
             if details is not None:
-                out.append(make_reason("NodesUnfit", **details, **held))
+                out.append(make_reason("NodesUnfit", **_shown(details), **held))
                 continue
             fits = {f: [(c.labels, per_node(ps.requests, free, ps.count), k)
                         for c, free, k in eligible_shapes(shapes, ps, labels)] for f, labels in flavors.items()}
             details = topology_unfit(snapshot, ps, fits)
             if details is not None:
-                out.append(make_reason("TopologyUnfit", **details))
+                out.append(make_reason("TopologyUnfit", **_shown(details)))
         if not out and len(pod_sets) > 1:  # each fits alone: do they fit together?
             details = packing_shortage(nodes, done.placed.free, pod_sets, flavors)
             if details is not None:
-                out.append(make_reason("NodesUnfit", **details, **held))
+                out.append(make_reason("NodesUnfit", **_shown(details), **held))
         return tuple(out)
     return unfit
+
+
+def _shown(details: dict[str, Any]) -> dict[str, Any]:
+    """A node shortage's ``details``, naming no flavor where it is the built-in queue's
+    (coscheduling.py): that is no flavor a user chose."""
+    return {**details, "flavor": ""} if details.get("flavor") == COSCHEDULING_QUEUE else details
 
 
 def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str],

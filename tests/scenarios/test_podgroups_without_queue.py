@@ -150,3 +150,18 @@ def test_with_the_switch_off_its_ungated_pods_are_left_to_the_scheduler():
 def test_with_the_switch_off_pods_it_gated_before_are_still_admitted_not_stranded():
     plan, _ = cycle(QUEUE, nodes(4), podgroup("mpi", 4), gated("mpi", 4), config=UNQUEUED_TO_NODES)
     assert states(plan) == {"default/podgroup-mpi": "admitted"} and len(ungated(plan)) == 4
+
+
+def test_topology_aware_scheduling_uses_the_clusters_one_topology():
+    one_node = {"kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"}
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "hosts"},
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}
+    plan, _ = cycle(QUEUE, topology, nodes(4, 4), podgroup("g", 2), gated("g", 2, annotations=one_node))
+    assert states(plan) == {"default/podgroup-g": "admitted"}
+    assert len(set(pinned(plan).values())) == 1  # both on one node, as the annotation requires
+    plan, _ = cycle(QUEUE, topology, nodes(4, 1), podgroup("g", 2), gated("g", 2, annotations=one_node))
+    assert [r.code for r in plan.workload("default/podgroup-g").reasons] == ["TopologyUnfit"]
+    # without a Topology in the cluster it says why it waits, rather than anything false
+    plan, _ = cycle(QUEUE, nodes(4, 4), podgroup("g", 2), gated("g", 2, annotations=one_node))
+    [why] = plan.workload("default/podgroup-g").reasons
+    assert why.code == "TopologyUnfit" and "no spec.topologyName" in why.message
