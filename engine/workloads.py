@@ -469,8 +469,8 @@ class _Builder:
         pg = self.snap.pod_groups.get(f"{ns}/{name}")
         active = [p for p in pods if p.phase != "Failed" and not p.deleting]
         # its pods' queue, else its PodGroup's; without one, the built-in queue of no quota
-        queue = (group_queue(pg, pods) if pg else next((p.labels[QUEUE_LABEL] for p in sorted(pods, key=lambda p: p.name)
-                                                        if QUEUE_LABEL in p.labels), "")) or COSCHEDULING_QUEUE
+        queue = next((p.labels[QUEUE_LABEL] for p in sorted(pods, key=lambda p: p.name) if QUEUE_LABEL in p.labels),
+                     "") or (group_queue(pg, []) if pg else "") or COSCHEDULING_QUEUE
         w = self._group(ns, WORKLOAD_PREFIX + name, pods, total=max(pg.min_member if pg else 1, len(active), 1),
                         created=pg.created if pg else None, queue=queue)
         if w is None:

@@ -252,14 +252,20 @@ def user_pod(namespace: str, name: str) -> dict[str, Any]:
 def test_with_no_webhook_replica_only_pods_subject_to_queueing_are_refused(plane: ControlPlane,
                                                                            applied: Any) -> None:
     """The documented failure mode, live: nothing answers the webhook here, so a Pod with the
-    queue-name label is refused (never created ungated), while a Pod without it, and one in
-    clueue-system, are created as if clueue were not installed."""
+    queue-name label is refused (never created ungated), and so is one of a coscheduling
+    PodGroup, while a Pod with neither, and one in clueue-system, are created as if clueue were
+    not installed."""
     plane.create_namespace("team-down")
     with plane.api_client() as admin:
         core = client.CoreV1Api(admin)
         queued = user_pod("team-down", "queued")
         with pytest.raises(client.ApiException) as refused:
             core.create_namespaced_pod("team-down", queued, dry_run="All")
+        assert "failed calling webhook" in api_error_message(refused.value)
+        grouped = copy.deepcopy(queued)  # a coscheduling PodGroup's Pod without a queue: gang-scheduled too
+        grouped["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "mpi"}
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod("team-down", grouped, dry_run="All")
         assert "failed calling webhook" in api_error_message(refused.value)
         plain = copy.deepcopy(queued)
         plain["metadata"]["labels"] = {}

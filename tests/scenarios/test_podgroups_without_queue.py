@@ -165,3 +165,12 @@ def test_topology_aware_scheduling_uses_the_clusters_one_topology():
     plan, _ = cycle(QUEUE, nodes(4, 4), podgroup("g", 2), gated("g", 2, annotations=one_node))
     [why] = plan.workload("default/podgroup-g").reasons
     assert why.code == "TopologyUnfit" and "no spec.topologyName" in why.message
+
+
+def test_pods_without_a_queue_of_a_podgroup_with_one_are_admitted_through_its_quota():
+    """The PodGroup's queue label stands in for its pods': that ClusterQueue's quota applies."""
+    plan, _ = cycle(QUEUE, podgroup("g", 4, queue="main"), gated("g", 4, cpu=2))  # 8 cpu > the 4 of cq
+    assert plan.workload("default/podgroup-g").queue == "main"
+    assert states(plan) == {"default/podgroup-g": "inadmissible"} and ungated(plan) == []
+    plan, _ = cycle(QUEUE, podgroup("g", 4, queue="main"), gated("g", 4))
+    assert states(plan) == {"default/podgroup-g": "admitted"} and plan.workload("default/podgroup-g").cluster_queue == "cq"
