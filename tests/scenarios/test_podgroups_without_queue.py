@@ -174,3 +174,13 @@ def test_pods_without_a_queue_of_a_podgroup_with_one_are_admitted_through_its_qu
     assert states(plan) == {"default/podgroup-g": "inadmissible"} and ungated(plan) == []
     plan, _ = cycle(QUEUE, podgroup("g", 4, queue="main"), gated("g", 4))
     assert states(plan) == {"default/podgroup-g": "admitted"} and plan.workload("default/podgroup-g").cluster_queue == "cq"
+
+
+def test_groups_with_and_without_a_queue_compete_for_the_nodes_in_queue_sort_order():
+    from tests.builders import cluster_queue, flavor, local_queue
+    from tests.scenarios.test_podgroups import gang
+    roomy = [flavor("default"), cluster_queue("cq", {"default": {"cpu": 16}}), local_queue("cq")]  # quota never binds
+    for older, newer in (("queued", "free"), ("free", "queued")):
+        groups = {older: podgroup(older, 4, minute=1), newer: podgroup(newer, 4, minute=2)}
+        plan, _ = cycle(roomy, nodes(4), groups["queued"], groups["free"], gang("queued", 4), gated("free", 4))
+        assert states(plan) == {f"default/podgroup-{older}": "admitted", f"default/podgroup-{newer}": "pending"}
