@@ -149,9 +149,12 @@ def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, An
             bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
             wanted = {**body, "metadata": {**body["metadata"],
                                            "resourceVersion": current["metadata"]["resourceVersion"]}}
+            # a webhook new to the configuration (the PodGroup one) trusts what the others trust
+            known = next((b for b in bundles.values() if b), None)
             for w in wanted["webhooks"]:
-                if not w["clientConfig"].get("caBundle") and bundles.get(w["name"]):
-                    w["clientConfig"] = {**w["clientConfig"], "caBundle": bundles[w["name"]]}
+                bundle = bundles.get(w["name"]) or known
+                if not w["clientConfig"].get("caBundle") and bundle:
+                    w["clientConfig"] = {**w["clientConfig"], "caBundle": bundle}
             call(lambda: replace(name, wanted))
         except ApiException as e:
             raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; the controller "
