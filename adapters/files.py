@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from clueue.engine import AdapterError, Config, Document, SnapshotError
-from clueue.engine.config import ALL_AT_ONCE, Limits, MultiKueue
+from clueue.engine.config import ALL_AT_ONCE, Limits, MultiKueue, PodGroups
 from clueue.engine.kueueconfig import parse_admission_fair_sharing, parse_fair_sharing, parse_wait_for_pods_ready
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
@@ -104,7 +104,8 @@ def load_config(path: str | None, *, time_budget: float | None = None) -> Config
     ``limits.seconds`` and ``limits.memoryMiB`` (0: no memory limit), ``decisionLog``
     (docs/decision-log.md), and Kueue's ``fairSharing``, ``admissionFairSharing`` and
     ``waitForPodsReady`` sections, which override those of Kueue's ConfigMap in the snapshot
-    (docs/fair-sharing.md, docs/pods-ready.md).
+    (docs/fair-sharing.md, docs/pods-ready.md), and ``podGroups.gangScheduleWithoutQueue`` and
+    ``podGroups.podSelector`` (docs/podgroups.md).
     """
     config = Config()
     if path is not None:
@@ -139,7 +140,17 @@ def parse_config(doc: Document) -> Config:
         pod_selector=pod_selector, managed_owners=tuple(owners), time_budget=float(budget),
         limits=_limits(f), decision_log=parse_decision_log(f), multikueue=_multikueue(f),
         fair_sharing=parse_fair_sharing(f), admission_fair_sharing=parse_admission_fair_sharing(f),
-        wait_for_pods_ready=parse_wait_for_pods_ready(f))
+        wait_for_pods_ready=parse_wait_for_pods_ready(f), pod_groups=_pod_groups(f))
+
+
+def _pod_groups(f: Fields) -> PodGroups:
+    """The ``podGroups`` section: ``gangScheduleWithoutQueue`` (true or false) and
+    ``podSelector`` (docs/podgroups.md)."""
+    default = PodGroups()
+    f.mapping("podGroups")
+    return PodGroups(gang_schedule_without_queue=f.flag("podGroups.gangScheduleWithoutQueue",
+                                                        default.gang_schedule_without_queue),
+                     pod_selector=parse_selector(f, "podGroups.podSelector") or default.pod_selector)
 
 
 def _multikueue(f: Fields) -> MultiKueue:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .objects import LabelSelector, Requirement
 
-__all__ = ["Config", "Limits", "DecisionLogConfig", "MultiKueue", "FairSharing", "AdmissionFairSharing", "WaitForPodsReady", "FAIR_STRATEGIES", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
+__all__ = ["Config", "PodGroups", "Limits", "DecisionLogConfig", "MultiKueue", "FairSharing", "AdmissionFairSharing", "WaitForPodsReady", "FAIR_STRATEGIES", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
 
 #: Controlling owners whose pods another integration queues (KEP-976: such pods are skipped).
 DEFAULT_MANAGED_OWNERS: tuple[str, ...] = (
@@ -161,6 +161,23 @@ class WaitForPodsReady:
 
 
 @dataclass(frozen=True)
+class PodGroups:
+    """The ``podGroups`` section: coscheduling PodGroups whose pods carry no queue name
+    (docs/podgroups.md).
+
+    Parameters:
+        gang_schedule_without_queue: clueue gang-schedules them (the webhook gates their pods,
+            the engine admits a group only where ``minMember`` pods fit on the nodes at once, no
+            quota applying); ``False`` leaves them to the nodes (a scheduler with the
+            coscheduling plugin), as Pods without a queue name: clueue writes only their status.
+        pod_selector: which of those Pods, labelled ``scheduling.x-k8s.io/pod-group``, are gated.
+    """
+
+    gang_schedule_without_queue: bool = True
+    pod_selector: LabelSelector = LabelSelector()
+
+
+@dataclass(frozen=True)
 class Config:
     """Options of a decision cycle.
 
@@ -180,6 +197,7 @@ class Config:
         wait_for_pods_ready: likewise for ``waitForPodsReady`` (docs/pods-ready.md).
         whatif_budget: seconds the checked "what would it take" suggestions (whatif.py) may
             spend on their re-solves, apart from the cycle's own budget.
+        pod_groups: coscheduling PodGroups without a queue (:class:`PodGroups`).
     """
 
     controller_namespace: str = "clueue-system"
@@ -194,6 +212,7 @@ class Config:
     admission_fair_sharing: AdmissionFairSharing | None = None
     wait_for_pods_ready: WaitForPodsReady | None = None
     whatif_budget: float = 10.0
+    pod_groups: PodGroups = field(default_factory=PodGroups)
 
     def effective_namespace_selector(self) -> LabelSelector:
         if self.namespace_selector is not None:

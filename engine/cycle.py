@@ -28,7 +28,8 @@ from .objects import CheckState, PodSetSpec
 from .plan import Action, Entries, Plan, PodSetAssignment, SolverInfo, WorkloadEntry
 from .placement import (Assignment, Pins, NodeClasses, assign_nodes, eligible_shapes, first_fit,
                         free_shapes, node_classes, packing_shortage, per_node, shortage)
-from .podgroups import holds, plan_entries
+from .coscheduling import with_coscheduling_queue
+from .podgroups import COSCHEDULING_QUEUE, holds, plan_entries
 from .podsready import pods_ready_condition, wait_for_pods_ready
 from .policy import Policy
 from .preemption import Victims
@@ -53,7 +54,7 @@ _KEY = operator.attrgetter("key")
 
 def compile_snapshot(snapshot: Snapshot, config: Config = Config()) -> tuple[Compiled, Workloads]:
     """The workloads of the snapshot and all their facts (what ``clueue facts`` prints)."""
-    snapshot = with_settings(snapshot, config)
+    snapshot = with_coscheduling_queue(with_settings(snapshot, config))
     built = build_workloads(snapshot, config)
     return compile_facts(snapshot, built.workloads), built
 
@@ -224,6 +225,8 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
     t0 = time.monotonic()
     deadline = t0 + config.time_budget
     snapshot = with_settings(snapshot, config)  # the fair sharing sections in effect (fairsharing.py)
+    given = snapshot  # what the plan's digest is of: the built-in queue below is the cycle's own
+    snapshot = with_coscheduling_queue(snapshot)  # the queue of PodGroups without one (coscheduling.py)
     built = build_workloads(snapshot, config, memo)
     built, wake_at = wait_for_pods_ready(built, snapshot, now)  # evictions and holds by time (podsready.py)
     selection = select_candidates(snapshot, built, policy, memo)
@@ -276,7 +279,7 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
         candidates=len(decision.ranked), pruned=len(selection.stand_in) + unsolved,
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )
-    plan = Plan(entries, tuple(actions), solver, snapshot.digest(memo), policy.digest(),
+    plan = Plan(entries, tuple(actions), solver, given.digest(memo), policy.digest(),
                 snapshot.notices + built.notices + units.notices, snapshot.rejected, dispatch=dispatched.entries,
                 wake_at=_earliest(wake_at, next_sample(snapshot, now) if now is not None else None), decided_at=now)
     if not snapshot.pod_groups:
@@ -552,19 +555,25 @@ def _unfit(snapshot: Snapshot, nodes: NodeClasses | None, done: _Round,
             usable = {f: labels for f, labels in flavors.items() if unusable(snapshot, ps, f) is None}
             details = shortage(shapes, ps, usable) if usable else None
             if details is not None:
-                out.append(make_reason("NodesUnfit", **details, **held))
+                out.append(make_reason("NodesUnfit", **_shown(details), **held))
                 continue
             fits = {f: [(c.labels, per_node(ps.requests, free, ps.count), k)
                         for c, free, k in eligible_shapes(shapes, ps, labels)] for f, labels in flavors.items()}
             details = topology_unfit(snapshot, ps, fits)
             if details is not None:
-                out.append(make_reason("TopologyUnfit", **details))
+                out.append(make_reason("TopologyUnfit", **_shown(details)))
         if not out and len(pod_sets) > 1:  # each fits alone: do they fit together?
             details = packing_shortage(nodes, done.placed.free, pod_sets, flavors)
             if details is not None:
-                out.append(make_reason("NodesUnfit", **details, **held))
+                out.append(make_reason("NodesUnfit", **_shown(details), **held))
         return tuple(out)
     return unfit
+
+
+def _shown(details: dict[str, Any]) -> dict[str, Any]:
+    """A node shortage's ``details``, naming no flavor where it is the built-in queue's
+    (coscheduling.py): that is no flavor a user chose."""
+    return {**details, "flavor": ""} if details.get("flavor") == COSCHEDULING_QUEUE else details
 
 
 def _entries(built: Workloads, done: _Round, config: Config, cut_short: frozenset[str],

@@ -3,8 +3,10 @@
 A PodGroup's pods carry the label ``scheduling.x-k8s.io/pod-group=<name>``. Those that also
 carry ``kueue.x-k8s.io/queue-name`` are one gang workload (workloads.py, ``podgroup-<name>``):
 admitted, quota and all, once ``minMember`` of them exist, all together or not at all. Those
-without a queue name are left to the nodes: clueue does not gate them; it writes their group's
-status only (docs/podgroups.md).
+without a queue name are gang-scheduled the same way, through the built-in queue
+:data:`COSCHEDULING_QUEUE` where no quota applies (coscheduling.py), unless the Configuration's
+``podGroups.gangScheduleWithoutQueue`` is off: then they are left to the nodes, and clueue
+writes their group's status only (docs/podgroups.md).
 
 InQueue (delay-pod-creation): a group none of whose pods is placed goes InQueue when its need
 (``minResources``, or what its pods request where that is more) fits both the idle node capacity
@@ -55,11 +57,17 @@ from .reasons import Reason, make_reason
 from .snapshot import KUEUE_PREFIX, Snapshot
 from .trees import quota_trees
 
-__all__ = ["POD_GROUP_LABEL", "WORKLOAD_PREFIX", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
+__all__ = ["POD_GROUP_LABEL", "MANAGED_LABEL", "COSCHEDULING_QUEUE", "WORKLOAD_PREFIX", "gang_scheduled", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
            "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "describe_group", "group_members", "workload_key",
            "backoff_seconds", "group_queue", "rfc3339", "plan_entries"]
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+#: The label the webhook sets on every Pod it gates (Kueue uses the finalizer's key for it too).
+MANAGED_LABEL = KUEUE_PREFIX + "managed"
+#: The LocalQueue (in each namespace), ClusterQueue and ResourceFlavor through which the gangs
+#: of PodGroups without a queue are admitted: no quota applies there, only the nodes decide
+#: (coscheduling.py). The name is reserved.
+COSCHEDULING_QUEUE = "clueue-coscheduling"
 WORKLOAD_PREFIX = "podgroup-"  # a gang's workload name: apart from Kueue pod groups of the same name
 PHASES = ("Pending", "InQueue", "Scheduling", "Running", "Finished", "Failed", "Unknown")
 BACKOFF_BASE_S = 60
@@ -92,6 +100,14 @@ def group_members(snapshot: Snapshot) -> dict[str, list[Pod]]:
         if group:
             out[f"{pod.namespace}/{group}"].append(pod)
     return {k: sorted(v, key=lambda p: p.name) for k, v in out.items()}
+
+
+def gang_scheduled(queue: str, pods: Iterable[Pod]) -> bool:
+    """Whether clueue decides when a group's pods start: it has a queue, or its pods were gated
+    by clueue's webhook (labelled :data:`MANAGED_LABEL`, or gated still), as the pods of
+    PodGroups without a queue are unless ``podGroups.gangScheduleWithoutQueue`` is off."""
+    return bool(queue) or any(p.labels.get(MANAGED_LABEL) == "true" or _ADMISSION_GATE in p.scheduling_gates
+                              for p in pods)
 
 
 def group_queue(group: PodGroup, pods: list[Pod]) -> str:
@@ -338,7 +354,7 @@ def _waiting(snapshot: Snapshot, members: Mapping[str, list[Pod]]) -> list[tuple
         gang = snapshot.workloads.get(workload_key(group.namespace, group.name))
         if group.backoff_until or (gang is not None and gang.admission is not None):
             continue
-        if _pod_phase(group, pods, bool(queue), False)[0] == "Pending":
+        if _pod_phase(group, pods, gang_scheduled(queue, pods), False)[0] == "Pending":
             out.append((group, pods, queue))
     return sorted(out, key=lambda w: (w[0].created, w[0].namespace, w[0].name))
 
@@ -368,9 +384,9 @@ def _try_hold(snapshot: Snapshot, group: PodGroup, pods: list[Pod], queue: str,
     if short is not None:
         return make_reason("MinResourcesUnfit", need=_quantities(need), **short)
     key = f"{group.namespace}/{group.name}"
-    # a queued group's pods, all there, are its gang's to place; a group without a queue holds
-    # the nodes until the scheduler binds its pods
-    arrived = bool(queue) and sum(1 for p in pods if p.phase not in _TERMINAL and not p.deleting) >= \
+    # a gang-scheduled group's pods, all there, are its gang's to place; a group left to the
+    # nodes holds them until the scheduler binds its pods
+    arrived = gang_scheduled(queue, pods) and sum(1 for p in pods if p.phase not in _TERMINAL and not p.deleting) >= \
         max(group.min_member, 1)
     hold = Hold(key, workload_key(group.namespace, group.name), need, arrived=arrived)
     for kind, pool in pools:
@@ -513,8 +529,8 @@ def _counts(pods: list[Pod]) -> tuple[int, int, int]:
 
 def _placed(pod: Pod, queued: bool, admitted: bool) -> bool:
     """Whether a live pod that is not running yet is past its group's gang decision: bound, or released by
-    clueue (ungated, or being ungated by this plan); a pod of a group without a queue is placed
-    once bound."""
+    clueue (ungated, or being ungated by this plan); a pod of a group clueue does not gang-schedule
+    (``queued`` false: :func:`gang_scheduled`) is placed once bound."""
     if pod.phase in _TERMINAL or pod.phase == "Running":
         return False  # counted as running or finished
     if pod.scheduled:
@@ -557,7 +573,7 @@ def podgroup_statuses(snapshot: Snapshot, plan: Plan, now: int) -> PodGroupDecis
         queue = group_queue(group, pods)
         entry = entries.get(workload_key(group.namespace, group.name))
         admitted = entry is not None and entry.state == "admitted"
-        phase, why = _pod_phase(group, pods, bool(queue), admitted)
+        phase, why = _pod_phase(group, pods, gang_scheduled(queue, pods), admitted)
         owner = next((p.controller_uid for p in pods if p.controller_uid), "")  # the controller that made them
         start = group.schedule_start
         if phase not in _WAITING and (group.phase in _WAITING or not start):

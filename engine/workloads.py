@@ -31,7 +31,7 @@ from .checks import admission_flavors, check_states, eviction, required_checks, 
 from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
-from .podgroups import POD_GROUP_LABEL, WORKLOAD_PREFIX, rfc3339
+from .podgroups import COSCHEDULING_QUEUE, MANAGED_LABEL, POD_GROUP_LABEL, WORKLOAD_PREFIX, group_queue, rfc3339
 from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape, parse_topology_request
 
 __all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
@@ -249,6 +249,22 @@ class _Builder:
             return False
         return self.config.pod_selector.matches(pod.labels)
 
+    def _coscheduled_without_queue(self, pod: Pod) -> bool:
+        """Whether ``pod``, of a coscheduling PodGroup and without a queue name, is gang-scheduled
+        by clueue (docs/podgroups.md): with ``podGroups.gangScheduleWithoutQueue`` on, as the
+        webhook gates it (a controlling owner no other integration manages, a namespace the
+        namespace selector selects, a pod ``podGroups.podSelector`` selects); and whatever the
+        switch, once the webhook gated it (:data:`MANAGED_LABEL`): what clueue gated, it admits."""
+        if QUEUE_LABEL in pod.labels or not pod.labels.get(POD_GROUP_LABEL):
+            return False
+        if any(self.config.owner_is_managed(o) for o in pod.owner_kinds):
+            return False
+        if pod.labels.get(MANAGED_LABEL) == "true":
+            return True
+        settings = self.config.pod_groups
+        return settings.gang_schedule_without_queue and settings.pod_selector.matches(pod.labels) and \
+            self.config.effective_namespace_selector().matches(self._namespace(pod.namespace).labels)
+
     # -- building ---------------------------------------------------------------------------
     def build(self) -> Workloads:
         singles: list[Pod] = []
@@ -257,6 +273,8 @@ class _Builder:
         prebuilt: dict[tuple[str, str], list[Pod]] = defaultdict(list)  # by the Workload they name
         for pod in self.snap.pods.values():
             if not self._queued(pod):
+                if self._coscheduled_without_queue(pod):
+                    gangs[(pod.namespace, pod.labels[POD_GROUP_LABEL])].append(pod)
                 continue
             group = pod.labels.get(GROUP_LABEL)
             if pod.labels.get(PREBUILT_LABEL):
@@ -450,8 +468,11 @@ class _Builder:
         QueueSort), held while the PodGroup is missing or backing off after a release."""
         pg = self.snap.pod_groups.get(f"{ns}/{name}")
         active = [p for p in pods if p.phase != "Failed" and not p.deleting]
+        # its pods' queue, else its PodGroup's; without one, the built-in queue of no quota
+        queue = next((p.labels[QUEUE_LABEL] for p in sorted(pods, key=lambda p: p.name) if QUEUE_LABEL in p.labels),
+                     "") or (group_queue(pg, []) if pg else "") or COSCHEDULING_QUEUE
         w = self._group(ns, WORKLOAD_PREFIX + name, pods, total=max(pg.min_member if pg else 1, len(active), 1),
-                        created=pg.created if pg else None)
+                        created=pg.created if pg else None, queue=queue)
         if w is None:
             return None
         w = replace(w, coscheduled=True)
@@ -467,13 +488,14 @@ class _Builder:
         return w
 
     def _group(self, ns: str, group: str, all_pods: list[Pod], total: int | None = None,
-               created: int | None = None) -> Workload | None:
-        """A Kueue pod group; ``total`` (and ``created``) stand in for its pods' annotation (and
-        their latest creation time) for a coscheduling PodGroup's gang."""
+               created: int | None = None, queue: str = "") -> Workload | None:
+        """A Kueue pod group; ``total``, ``created`` (and ``queue``) stand in for its pods'
+        annotation, their latest creation time (and their queue-name label) for a coscheduling
+        PodGroup's gang."""
         if self._ended(f"{ns}/{group}", all_pods):
             return None
         active = [p for p in all_pods if p.phase != "Failed" and not p.deleting]
-        queue = sorted(all_pods, key=lambda p: p.name)[0].labels[QUEUE_LABEL]
+        queue = queue or sorted(all_pods, key=lambda p: p.name)[0].labels[QUEUE_LABEL]
         base = dict(namespace=ns, name=group, queue=queue, origin="pod-group",
                     priority=max(self._pod_priority(p) for p in all_pods),
                     created=max(p.created for p in all_pods) if created is None else created)

@@ -18,7 +18,7 @@ import json
 from typing import Any, Callable, TypeVar
 
 from clueue.engine import Config
-from clueue.engine.config import DecisionLogConfig
+from clueue.engine.config import DecisionLogConfig, PodGroups
 from clueue.engine.objects import LabelSelector
 from clueue.engine.durations import parse_duration
 from clueue.engine.snapshot import Fields
@@ -89,6 +89,9 @@ def config_document(config: Config) -> dict[str, Any]:
         doc["podIntegration"]["namespaceSelector"] = _selector(config.namespace_selector)
     if config.limits.seconds is not None:
         doc["limits"]["seconds"] = config.limits.seconds
+    if config.pod_groups != PodGroups():  # only when set: the digests of cycles recorded before stay
+        doc["podGroups"] = {"gangScheduleWithoutQueue": config.pod_groups.gang_schedule_without_queue,
+                            "podSelector": _selector(config.pod_groups.pod_selector)}
     return doc
 
 

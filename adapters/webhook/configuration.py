@@ -8,8 +8,11 @@ them with :func:`webhook_configurations`). Decisions they encode (docs/webhook.m
 - The namespace selector is the Config's (kube-system and the controller's namespace excluded by
   default), so Pods there, including clueue's own, never depend on the webhook.
 - The mutating webhook's object selector requires the queue-name label: Pods without it are
-  never queued, so the webhook being down never blocks them. The validating webhook's requires
-  the managed label: only Pods clueue manages have anything to validate.
+  never queued, so the webhook being down never blocks them. A second one, present while
+  ``podGroups.gangScheduleWithoutQueue`` is on, requires the coscheduling PodGroup label
+  without the queue-name label (one selector cannot say "either label"): the Pods of PodGroups
+  without a queue, which clueue gang-schedules (docs/podgroups.md). The validating webhook's
+  requires the managed label: only Pods clueue manages have anything to validate.
 """
 
 from __future__ import annotations
@@ -26,16 +29,20 @@ from clueue.adapters.kube.retry import call, missing_is_none, update_with_retry
 from clueue.engine import AdapterError
 from clueue.engine.config import Config
 from clueue.engine.objects import LabelSelector, Requirement
+from clueue.engine.podgroups import POD_GROUP_LABEL
 from clueue.engine.workloads import QUEUE_LABEL
 
 from .mutate import MANAGED_LABEL
 
-__all__ = ["MUTATING_NAME", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH", "webhook_configurations",
+__all__ = ["MUTATING_NAME", "GATE_WEBHOOK", "GATE_PODGROUPS_WEBHOOK", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH", "webhook_configurations",
            "selector_body", "register_configurations", "update_configurations"]
 
 log = logging.getLogger(__name__)
 
 MUTATING_NAME = "clueue-pod-mutating"
+#: The mutating webhook of the Pods with a queue name, and that of PodGroups' Pods without one.
+GATE_WEBHOOK = "gate-pods.clueue.dev"
+GATE_PODGROUPS_WEBHOOK = "gate-podgroup-pods.clueue.dev"
 VALIDATING_NAME = "clueue-pod-validating"
 MUTATE_PATH = "/mutate-pods"
 VALIDATE_PATH = "/validate-pods"
@@ -86,13 +93,18 @@ def webhook_configurations(namespace: str, service: str | None = None, url: str 
     common = {"failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
               "matchPolicy": "Equivalent", "timeoutSeconds": TIMEOUT_S, "namespaceSelector": namespaces}
     mutating = {
-        "name": "gate-pods.clueue.dev", **common,
+        "name": GATE_WEBHOOK, **common,
         "clientConfig": _client_config(MUTATE_PATH, namespace, service, url, service_port, ca_bundle),
         "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
                    "scope": "Namespaced"}],
         "objectSelector": selector_body(config.pod_selector, Requirement(QUEUE_LABEL, "Exists")),
         "reinvocationPolicy": "Never",
     }
+    gates = [mutating]
+    if config.pod_groups.gang_schedule_without_queue:  # PodGroups' Pods without a queue name
+        gates.append({**mutating, "name": GATE_PODGROUPS_WEBHOOK, "objectSelector": selector_body(
+            config.pod_groups.pod_selector, Requirement(POD_GROUP_LABEL, "Exists"),
+            Requirement(QUEUE_LABEL, "DoesNotExist"))})
     validating = {
         "name": "validate-pods.clueue.dev", **common,
         "clientConfig": _client_config(VALIDATE_PATH, namespace, service, url, service_port, ca_bundle),
@@ -103,7 +115,7 @@ def webhook_configurations(namespace: str, service: str | None = None, url: str 
     }
     return [
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-         "metadata": {"name": MUTATING_NAME}, "webhooks": [mutating]},
+         "metadata": {"name": MUTATING_NAME}, "webhooks": gates},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": VALIDATING_NAME}, "webhooks": [validating]},
     ]
@@ -137,9 +149,12 @@ def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, An
             bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
             wanted = {**body, "metadata": {**body["metadata"],
                                            "resourceVersion": current["metadata"]["resourceVersion"]}}
+            # a webhook new to the configuration (the PodGroup one) trusts what the others trust
+            known = next((b for b in bundles.values() if b), None)
             for w in wanted["webhooks"]:
-                if not w["clientConfig"].get("caBundle") and bundles.get(w["name"]):
-                    w["clientConfig"] = {**w["clientConfig"], "caBundle": bundles[w["name"]]}
+                bundle = bundles.get(w["name"]) or known
+                if not w["clientConfig"].get("caBundle") and bundle:
+                    w["clientConfig"] = {**w["clientConfig"], "caBundle": bundle}
             call(lambda: replace(name, wanted))
         except ApiException as e:
             raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; the controller "
@@ -147,18 +162,47 @@ def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, An
                                f"{kind.lower()}s") from e
 
 
-def _selectors(config: Config) -> dict[str, dict[str, Any]]:
-    """Per configuration name, the namespaceSelector and objectSelector its webhook must have."""
-    return {body["metadata"]["name"]: {k: body["webhooks"][0][k] for k in ("namespaceSelector", "objectSelector")}
+def _selectors(config: Config) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per configuration name, per webhook name, the namespaceSelector and objectSelector that
+    webhook must have; a webhook of clueue's not named there must go (the PodGroup one while
+    ``podGroups.gangScheduleWithoutQueue`` is off)."""
+    return {body["metadata"]["name"]: {w["name"]: {k: w[k] for k in ("namespaceSelector", "objectSelector")}
+                                       for w in body["webhooks"]}
             for body in webhook_configurations("-", url="https://-", config=config)}
+
+
+def _follow(webhooks: list[dict[str, Any]], wanted: dict[str, dict[str, Any]]) -> bool:
+    """Bring ``webhooks`` (of one configuration, changed in place) to the ``wanted`` selectors by
+    webhook name: a wanted one that is missing is added as a copy of the first one there (its
+    address, its caBundle and all but its name and selectors); clueue's PodGroup webhook goes
+    when it is not wanted. Returns whether anything changed."""
+    changed = False
+    for w in list(webhooks):
+        if w.get("name") == GATE_PODGROUPS_WEBHOOK and GATE_PODGROUPS_WEBHOOK not in wanted:
+            webhooks.remove(w)
+            changed = True
+    for name, selectors in wanted.items():
+        w = next((w for w in webhooks if w.get("name") == name), None)
+        if w is None:
+            if not webhooks:
+                continue
+            w = {**webhooks[0], "name": name}
+            webhooks.append(w)
+            changed = True
+        for field, value in selectors.items():
+            if (w.get(field) or {}) != value:
+                w[field] = value
+                changed = True
+    return changed
 
 
 def update_configurations(api: client.ApiClient, *, ca_bundle: bytes | None = None, config: Config | None = None,
                           names: Sequence[str] = (MUTATING_NAME, VALIDATING_NAME), warn_missing: bool = True) -> None:
     """Bring the existing webhook configurations ``names`` in line with this controller: their
     ``caBundle`` (when ``ca_bundle`` is given) and their namespace and object selectors (when
-    ``config`` is given: the webhooks must queue exactly the Pods the engine queues). Only
-    these fields change; a configuration that does not exist is logged (``warn_missing``) and
+    ``config`` is given: the webhooks must queue exactly the Pods the engine queues), and with
+    ``config`` whether the webhook of PodGroups' Pods without a queue is there (added as a copy
+    of the other mutating one, or removed). Only these change; a configuration that does not exist is logged (``warn_missing``) and
     skipped.
 
     Raises:
@@ -182,14 +226,13 @@ def update_configurations(api: client.ApiClient, *, ca_bundle: bytes | None = No
 
             def change(obj: dict[str, Any]) -> dict[str, Any] | None:
                 changed = False
-                for w in obj.get("webhooks") or []:
+                webhooks = obj.get("webhooks") or []
+                if name in selectors:  # noqa: B023
+                    changed = _follow(webhooks, selectors[name])  # noqa: B023
+                for w in webhooks:
                     if encoded is not None and w.get("clientConfig", {}).get("caBundle") != encoded:
                         w.setdefault("clientConfig", {})["caBundle"] = encoded
                         changed = True
-                    for field, wanted in selectors.get(name, {}).items():  # noqa: B023
-                        if (w.get(field) or {}) != wanted:
-                            w[field] = wanted
-                            changed = True
                 return obj if changed else None
 
             try:

@@ -3,8 +3,11 @@
 
 The rule of "subject to queueing" is the engine's (``engine/workloads.py``, KEP-976 "Pods subject
 to queueing"): a queue-name label, a controlling owner that no other integration manages, a
-namespace the Config's namespace selector selects and a pod the pod selector selects. The webhook
-must agree with it exactly: a Pod gated here that the engine does not queue would stay gated
+namespace the Config's namespace selector selects and a pod the pod selector selects. So is the
+rule for the Pods of a coscheduling PodGroup without a queue name, which clueue gang-schedules
+unless ``podGroups.gangScheduleWithoutQueue`` is off (docs/podgroups.md): the PodGroup label,
+the same owners and namespaces, and a pod ``podGroups.podSelector`` selects. The webhook must
+agree with them exactly: a Pod gated here that the engine does not queue would stay gated
 forever, and a queued Pod left ungated would run without an admission.
 
 >>> from clueue.engine.config import Config
@@ -22,7 +25,8 @@ from typing import Any
 
 from clueue.adapters.kube.apply import FINALIZER, GATE
 from clueue.engine.config import Config
-from clueue.engine.snapshot import KUEUE_PREFIX, ROLE_HASH_ANNOTATION, role_hash
+from clueue.engine.podgroups import MANAGED_LABEL, POD_GROUP_LABEL
+from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
 from clueue.engine.workloads import (
     GROUP_LABEL,
     QUEUE_LABEL,
@@ -31,10 +35,9 @@ from clueue.engine.workloads import (
     TOTAL_ANNOTATION,
 )
 
-__all__ = ["MANAGED_LABEL", "NAME_LABEL", "subject_to_queueing", "owner_kinds", "mutate", "validate", "pointer"]
+__all__ = ["MANAGED_LABEL", "NAME_LABEL", "subject_to_queueing", "gang_scheduled_without_queue", "owner_kinds", "mutate",
+           "validate", "pointer"]
 
-#: The label the webhook sets on every Pod it gates (Kueue uses the finalizer's key for it too).
-MANAGED_LABEL = KUEUE_PREFIX + "managed"
 #: The label Kubernetes keeps on every Namespace: its name, so selectors can name namespaces.
 NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -89,13 +92,30 @@ def subject_to_queueing(pod: Mapping[str, Any], namespace: str, namespace_labels
     return config.pod_selector.matches(labels)
 
 
+def gang_scheduled_without_queue(pod: Mapping[str, Any], namespace: str, namespace_labels: Mapping[str, str],
+                                 config: Config) -> bool:
+    """Whether clueue gang-schedules ``pod``, of a coscheduling PodGroup and without a queue
+    name (docs/podgroups.md), in the engine's order: ``podGroups.gangScheduleWithoutQueue`` on,
+    the label ``scheduling.x-k8s.io/pod-group``, a controlling owner no other integration
+    manages, a namespace the namespace selector selects, a pod ``podGroups.podSelector`` selects."""
+    labels = _map(_meta(pod).get("labels"))
+    if not config.pod_groups.gang_schedule_without_queue or QUEUE_LABEL in labels or not labels.get(POD_GROUP_LABEL):
+        return False
+    if any(config.owner_is_managed(o) for o in owner_kinds(pod)):
+        return False
+    if not config.effective_namespace_selector().matches({**namespace_labels, NAME_LABEL: namespace}):
+        return False
+    return config.pod_groups.pod_selector.matches(labels)
+
+
 def _namespace_of(request: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
     # On CREATE the Pod's own metadata.namespace may be empty: the request names the namespace.
     return str(request.get("namespace") or _meta(pod).get("namespace") or "")
 
 
 def mutate(request: Mapping[str, Any], config: Config, namespace_labels: NamespaceLabels) -> list[dict[str, Any]]:
-    """The JSONPatch that gates the Pod of a CREATE ``request`` if it is subject to queueing.
+    """The JSONPatch that gates the Pod of a CREATE ``request`` if it is subject to queueing, or
+    of a PodGroup clueue gang-schedules without a queue (:func:`gang_scheduled_without_queue`).
 
     Adds the scheduling gate ``kueue.x-k8s.io/admission``, the label
     ``kueue.x-k8s.io/managed: "true"``, the finalizer ``kueue.x-k8s.io/managed`` and, for a
@@ -106,7 +126,7 @@ def mutate(request: Mapping[str, Any], config: Config, namespace_labels: Namespa
         request: the ``request`` of an AdmissionReview (``operation``, ``namespace``, ``object``).
         config: which Pods are queued.
         namespace_labels: the labels of the request's namespace, or a lookup by namespace name
-            (called only for a Pod with a queue name).
+            (called only for a Pod with a queue name or a PodGroup label).
 
     Returns:
         the patch operations; empty when the Pod is left as it is.
@@ -116,11 +136,12 @@ def mutate(request: Mapping[str, Any], config: Config, namespace_labels: Namespa
         return []
     meta = _meta(pod)
     labels = _map(meta.get("labels"))
-    if QUEUE_LABEL not in labels:
+    if QUEUE_LABEL not in labels and not labels.get(POD_GROUP_LABEL):
         return []  # no lookup of the namespace for the Pods clueue never queues
     namespace = _namespace_of(request, pod)
     ns_labels = namespace_labels(namespace) if callable(namespace_labels) else namespace_labels
-    if not subject_to_queueing(pod, namespace, ns_labels, config):
+    if not (subject_to_queueing(pod, namespace, ns_labels, config)
+            or gang_scheduled_without_queue(pod, namespace, ns_labels, config)):
         return []
     patch: list[dict[str, Any]] = []
     if isinstance(meta.get("labels"), Mapping):
@@ -182,8 +203,8 @@ def _group_metadata(labels: Mapping[str, str], annotations: Mapping[str, str]) -
 
 #: Labels and annotations of a managed Pod that name its queue and its group: changing one would
 #: move the Pod to another workload behind the controller's back.
-_IMMUTABLE = (("labels", QUEUE_LABEL), ("labels", GROUP_LABEL), ("annotations", TOTAL_ANNOTATION),
-              ("annotations", SETS_ANNOTATION))
+_IMMUTABLE = (("labels", QUEUE_LABEL), ("labels", GROUP_LABEL), ("labels", POD_GROUP_LABEL),
+              ("annotations", TOTAL_ANNOTATION), ("annotations", SETS_ANNOTATION))
 
 
 def validate(request: Mapping[str, Any]) -> list[str]:
@@ -192,8 +213,8 @@ def validate(request: Mapping[str, Any]) -> list[str]:
     CREATE of a managed Pod (one the mutating webhook gated, or labelled ``managed`` by its
     author): a ``pod-group-total-count`` annotation needs the group label and is a whole number
     of at least 1; the group name is a valid Workload name.
-    UPDATE of a managed Pod (the old Pod has ``kueue.x-k8s.io/managed: "true"``): its queue-name
-    and pod-group-name labels and its pod-group-total-count and pod-group-sets annotations are
+    UPDATE of a managed Pod (the old Pod has ``kueue.x-k8s.io/managed: "true"``): its queue-name,
+    pod-group-name and ``scheduling.x-k8s.io/pod-group`` labels and its pod-group-total-count and pod-group-sets annotations are
     immutable, its role-hash annotation may be recorded once but not changed or removed, its
     managed label stays ``"true"``, ``retriable-in-group: "false"`` stays, and the admission
     gate is never added back.

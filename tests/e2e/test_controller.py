@@ -170,7 +170,7 @@ def test_the_namespace_given_is_the_one_left_unqueued(cluster, api):
 
     def excluded() -> list[str]:
         try:
-            (hook,) = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks
+            hook = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0]
         except client.ApiException:
             return []
         return [v for e in hook.namespace_selector.match_expressions or [] if e.operator == "NotIn" for v in e.values]

@@ -235,10 +235,10 @@ def test_the_webhook_serves_external_certificates_from_cert_dir(controller, clus
         admission = client.AdmissionregistrationV1Api(api)
 
         def registered() -> bool:
-            (hook,) = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks
+            hook = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0]
             return hook.client_config.url.startswith(f"https://127.0.0.1:{port}/")
         wait_until(registered, 60, "the webhook registered at the new address", proc=proc)
-        (hook,) = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks
+        hook = admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0]
         assert base64.b64decode(hook.client_config.ca_bundle) == ca  # the given CA, not one clueue made
         ns = queue_setup(api, tag(), nominal=1)
         wait_until(lambda: _gates(api, ns), 60, "the webhook to gate with the external certificate",

@@ -252,14 +252,20 @@ def user_pod(namespace: str, name: str) -> dict[str, Any]:
 def test_with_no_webhook_replica_only_pods_subject_to_queueing_are_refused(plane: ControlPlane,
                                                                            applied: Any) -> None:
     """The documented failure mode, live: nothing answers the webhook here, so a Pod with the
-    queue-name label is refused (never created ungated), while a Pod without it, and one in
-    clueue-system, are created as if clueue were not installed."""
+    queue-name label is refused (never created ungated), and so is one of a coscheduling
+    PodGroup, while a Pod with neither, and one in clueue-system, are created as if clueue were
+    not installed."""
     plane.create_namespace("team-down")
     with plane.api_client() as admin:
         core = client.CoreV1Api(admin)
         queued = user_pod("team-down", "queued")
         with pytest.raises(client.ApiException) as refused:
             core.create_namespaced_pod("team-down", queued, dry_run="All")
+        assert "failed calling webhook" in api_error_message(refused.value)
+        grouped = copy.deepcopy(queued)  # a coscheduling PodGroup's Pod without a queue: gang-scheduled too
+        grouped["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "mpi"}
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod("team-down", grouped, dry_run="All")
         assert "failed calling webhook" in api_error_message(refused.value)
         plain = copy.deepcopy(queued)
         plain["metadata"]["labels"] = {}
@@ -545,11 +551,13 @@ def test_the_webhooks_selectors_follow_the_controllers_configuration(
     Configuration at start, along with their caBundle: Pods the engine queues are gated."""
     from clueue.adapters.webhook.configuration import update_configurations
     from clueue.engine import Config
+    from clueue.engine.config import PodGroups
 
     (tmp_path / "config.yaml").write_text(
         "apiVersion: clueue.dev/v1\nkind: Configuration\npodIntegration:\n"
         "  namespaceSelector: {matchLabels: {clueue.dev/queued: \"true\"}}\n"
-        "  podSelector: {matchLabels: {team: a}}\n")
+        "  podSelector: {matchLabels: {team: a}}\n"
+        "podGroups: {podSelector: {matchLabels: {team: b}}}\n")
     wanted_namespaces = {"matchLabels": {"clueue.dev/queued": "true"}}
     with plane.api_client() as admin:
         assert all(ns != wanted_namespaces for ns, _ in _selectors(admin))
@@ -558,13 +566,23 @@ def test_the_webhooks_selectors_follow_the_controllers_configuration(
         try:
             wait_until(lambda: all(ns == wanted_namespaces for ns, _ in _selectors(admin)), 60,
                        "the webhooks' namespaceSelector to follow the Configuration", proc=proc)
-            (mutating, validating) = _selectors(admin)
+            (mutating, podgroups, validating) = _selectors(admin)
             assert mutating[1] == {"matchLabels": {"team": "a"}, "matchExpressions": [
                 {"key": "kueue.x-k8s.io/queue-name", "operator": "Exists"}]}
+            assert podgroups[1] == {"matchLabels": {"team": "b"}, "matchExpressions": [
+                {"key": "scheduling.x-k8s.io/pod-group", "operator": "Exists"},
+                {"key": "kueue.x-k8s.io/queue-name", "operator": "DoesNotExist"}]}
             assert validating[1] == {"matchExpressions": [{"key": "kueue.x-k8s.io/managed", "operator": "Exists"}]}
         finally:
             code = stop_controller(proc)
-            update_configurations(admin, config=Config())  # deploy/'s selectors again, for the tests after
+        # podGroups.gangScheduleWithoutQueue: false takes the PodGroup webhook away; on, it is back,
+        # calling where the other one calls
+        update_configurations(admin, config=Config(pod_groups=PodGroups(gang_schedule_without_queue=False)))
+        assert len(_selectors(admin)) == 2
+        update_configurations(admin, config=Config())  # deploy/'s selectors again, for the tests after
+        hooks = client.AdmissionregistrationV1Api(admin).read_mutating_webhook_configuration(MUTATING).webhooks
+        assert [h.name for h in hooks] == ["gate-pods.clueue.dev", "gate-podgroup-pods.clueue.dev"]
+        assert hooks[0].client_config == hooks[1].client_config
     log = controller_log(proc)
     assert code == 0, log[-4000:]
     assert "forbidden" not in log.lower() and "no webhook configuration" not in log, log[-4000:]

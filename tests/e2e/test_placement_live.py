@@ -238,3 +238,53 @@ def test_a_podgroup_placed_but_never_running_is_released_whole_after_its_timeout
         return [p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
                 if not p.metadata.deletion_timestamp]
     assert wait_until(lambda: not undeleted(), WAIT_S, "its pods deleted", proc=controller), undeleted()
+
+
+def test_a_podgroup_without_a_queue_starts_only_where_min_member_pods_fit_and_kube_scheduler_binds_them(
+        plane: ControlPlane, controller: Any, api: client.ApiClient) -> None:
+    """Issue 33: a coscheduling PodGroup whose pods carry no queue name (gated, as clueue's webhook
+    leaves them) is gang-scheduled on the nodes alone: with room for 3 of its 4 pods none starts
+    and it says NodesUnfit; once a node more joins, all four are ungated pinned together and
+    kube-scheduler binds each to the node clueue chose. No ClusterQueue's quota applies."""
+    tag = gpu_pool(plane, api, nodes=3, gpus=0)  # no GPU quota at all: it does not matter here
+    ns = f"ns-{tag}"
+    objects = client.CustomObjectsApi(api)
+    objects.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "mpi", "namespace": ns}, "spec": {"minMember": 4}})
+    names = [f"mpi-{i}" for i in range(4)]
+    for name in names:
+        body = gpu_member(ns, name, 8, group="mpi")
+        del body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]  # no queue: the built-in one of no quota
+        body["spec"]["nodeSelector"] = {"pool": f"pool-{tag}"}  # this test's nodes only
+        create(api, body)
+
+    def waits() -> str:
+        reserved = condition(workload(api, ns, "podgroup-mpi"), "QuotaReserved")
+        return reserved.get("message", "") if reserved.get("status") == "False" else ""
+
+    message = wait_until(waits, WAIT_S, "the group to wait for the nodes", proc=controller)
+    assert "only 3 of its pods fit" in message, message
+    assert all(pod_of(api, ns, name).spec.scheduling_gates for name in names)  # none started alone
+
+    plane.create_node(f"n3-{tag}", {"cpu": "64", "memory": "256Gi", GPU: "8"}, labels={"pool": f"pool-{tag}"})
+
+    def bound() -> dict[str, str]:
+        found = {name: pod_of(api, ns, name).spec.node_name or "" for name in names}
+        return found if all(found.values()) else {}
+
+    nodes = wait_until(bound, WAIT_S, f"kube-scheduler to bind the group (log: {plane.scheduler_log()})",
+                       proc=controller)
+    assert sorted(nodes.values()) == sorted(f"n{i}-{tag}" for i in range(4))  # one 8-GPU pod per 8-GPU node
+    for name, node in nodes.items():  # each bound where clueue pinned it (by node selector or affinity)
+        spec = pod_of(api, ns, name).spec
+        assert node in f"{spec.node_selector} {spec.affinity}", (name, node, spec.node_selector, spec.affinity)
+    admitted = workload(api, ns, "podgroup-mpi")
+    assert condition(admitted, "Admitted").get("status") == "True"
+    assert admitted["status"]["admission"]["clusterQueue"] == "clueue-coscheduling"
+
+    def scheduling() -> bool:
+        group = objects.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", ns, "podgroups", "mpi")
+        return (group.get("status") or {}).get("phase") == "Scheduling"
+
+    wait_until(scheduling, WAIT_S, "the group's phase Scheduling", proc=controller)

@@ -120,7 +120,7 @@ def test_certificates_are_kept_in_a_secret_shared_by_the_replicas(env: Env) -> N
     admission = client.AdmissionregistrationV1Api(env.api)
     for config in (admission.read_mutating_webhook_configuration(MUTATING_NAME),
                    admission.read_validating_webhook_configuration(VALIDATING_NAME)):
-        assert [base64.b64decode(w.client_config.ca_bundle) for w in config.webhooks] == [env.certs.ca_bundle]
+        assert {base64.b64decode(w.client_config.ca_bundle) for w in config.webhooks} == {env.certs.ca_bundle}
     cert = x509.load_pem_x509_certificate((env.tmp / "one" / "tls.crt").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "clueue-webhook.clueue-system.svc" in names.get_values_for_type(x509.DNSName)
@@ -171,8 +171,22 @@ def test_group_pods_get_the_engines_role_hash(env: Env) -> None:
         assert snap.pods[f"{TEAM}/{stored['metadata']['name']}"].role_hash == expected
 
 
+def test_a_podgroup_pod_without_a_queue_is_gated_for_clueue_to_gang_schedule(env: Env) -> None:
+    """Issue 33: the apiserver sends it to the second mutating webhook (PodGroup label, no
+    queue name), which gates it as a queued Pod; the PodGroup label is then immutable."""
+    member = pod("mpi-0", queue=None, labels={"scheduling.x-k8s.io/pod-group": "mpi"})
+    created = _as_dict(env.api, env.core.create_namespaced_pod(TEAM, member))
+    assert created["spec"]["schedulingGates"] == [{"name": GATE}]
+    assert created["metadata"]["labels"] == {"scheduling.x-k8s.io/pod-group": "mpi", "kueue.x-k8s.io/managed": "true"}
+    assert created["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
+    with pytest.raises(ApiException) as refused:
+        env.core.patch_namespaced_pod("mpi-0", TEAM, {"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "h"}}})
+    assert refused.value.status == 403 and "field is immutable" in refused.value.body
+
+
 @pytest.mark.parametrize("namespace, body", [
     (TEAM, pod("no-queue", queue=None)),
+    ("kube-system", pod("system-group", queue=None, labels={"scheduling.x-k8s.io/pod-group": "g"})),
     ("kube-system", pod("system")),
     (CONTROLLER_NS, pod("controllers-own")),
 ])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from clueue.engine.podgroups import holds
 from tests.builders import cluster_queue, flavor, local_queue, pod, states, workload
-from tests.scenarios.test_podgroups import QUEUE, cycle, gang, node, phase, podgroup
+from tests.scenarios.test_podgroups import QUEUE, UNQUEUED_TO_NODES, cycle, gang, node, phase, podgroup
 
 IN_QUEUE = {"phase": "InQueue", "running": 0, "succeeded": 0, "failed": 0}
 
@@ -92,9 +92,10 @@ def test_what_a_group_holds_of_the_nodes_is_not_given_to_another_workload():
     [why] = [r for r in plan.workload("default/pod-other").reasons if r.code == "NodesUnfit"]
     assert why.details["reserved"] == "cpu 3 (default/g)"
     assert "InQueue PodGroups hold cpu 3 (default/g) of the nodes" in why.message
-    # its pods, left to the scheduler, are not bound yet: the hold stays until they are
+    # its pods, left to the scheduler (podGroups.gangScheduleWithoutQueue off), are not bound
+    # yet: the hold stays until they are
     plan, decisions = cycle(QUEUE, node("n1", 4), held_group(queue=None), gang("g", 3, queue=None, gated=False),
-                            pod("other", cpu=2, minute=5))
+                            pod("other", cpu=2, minute=5), config=UNQUEUED_TO_NODES)
     assert phase(decisions, "g") == "InQueue" and states(plan) == {"default/pod-other": "pending"}
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
+from clueue.engine.config import PodGroups
 from clueue.engine.podgroups import POD_GROUP_LABEL, backoff_seconds, podgroup_statuses
 from tests.builders import cluster_queue, flatten, flavor, local_queue, pod, states, ts, workload
 
@@ -52,9 +53,13 @@ def node(name: str, cpu: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu}}}
 
 
-def cycle(*objs: Any, now: int = 60):
+#: clueue left to the nodes what has no queue (a scheduler with the coscheduling plugin decides)
+UNQUEUED_TO_NODES = Config(pod_groups=PodGroups(gang_schedule_without_queue=False))
+
+
+def cycle(*objs: Any, now: int = 60, config: Config = Config()):
     snapshot = build_snapshot([Document(f"test#{i}", o) for i, o in enumerate(flatten(objs))])
-    plan = run_cycle(snapshot, POLICY, Config(), now=at(now))
+    plan = run_cycle(snapshot, POLICY, config, now=at(now))
     decisions = podgroup_statuses(snapshot, plan, at(now))
     # the plan is the contract: what the status writer writes is what these decisions say
     assert {g.name: (g.phase, dict(g.status), g.reason.message) for g in plan.pod_groups} == {
@@ -99,11 +104,15 @@ def test_pods_of_a_missing_podgroup_wait_for_it():
     assert ungated(plan) == []
 
 
-def test_a_group_without_a_queue_is_left_to_the_nodes_and_only_gets_a_status():
-    plan, decisions = cycle(QUEUE, podgroup("free", 2), gang("free", 2, queue=None, gated=False))
-    assert states(plan) == {} and ungated(plan) == []
+def test_with_the_switch_off_a_group_without_a_queue_is_left_to_the_nodes_and_only_gets_a_status():
+    """podGroups.gangScheduleWithoutQueue: false (a scheduler with the coscheduling plugin runs):
+    its pods are not gated, and clueue decides nothing for them but their group's status."""
+    plan, decisions = cycle(QUEUE, podgroup("free", 2), gang("free", 2, queue=None, gated=False),
+                            config=UNQUEUED_TO_NODES)
+    assert states(plan) == {} and ungated(plan) == [] and plan.actions == ()
     assert phase(decisions, "free") == "InQueue"  # no quota to check, no Nodes: it fits
-    _, decisions = cycle(QUEUE, podgroup("free", 2), gang("free", 2, queue=None, gated=False, node="n1"))
+    _, decisions = cycle(QUEUE, podgroup("free", 2), gang("free", 2, queue=None, gated=False, node="n1"),
+                         config=UNQUEUED_TO_NODES)
     assert phase(decisions, "free") == "Scheduling"
 
 

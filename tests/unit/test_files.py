@@ -14,7 +14,8 @@ import pytest
 
 from clueue.adapters.files import load_config, load_snapshot, read_documents
 from clueue.engine import SnapshotError, load_policy, run_cycle
-from clueue.engine.config import Limits
+from clueue.engine.config import Limits, PodGroups
+from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import MAX_DEPTH, parse_documents
 from clueue.engine.policytest import PolicyTestError, load_tests
 
@@ -84,6 +85,27 @@ def test_a_configuration_sets_the_limits_of_a_cycle(tmp_path):
     f.write_text("kind: Configuration\nlimits:\n  seconds: 30\n  memoryMiB: 0\n")
     assert load_config(str(f)).limits == Limits(seconds=30.0, memory_mib=None)
     assert load_config(None).limits == Limits(seconds=None, memory_mib=2048)
+
+
+def test_a_configuration_sets_how_podgroups_without_a_queue_are_scheduled(tmp_path):
+    f = tmp_path / "config.yaml"
+    f.write_text("kind: Configuration\npodGroups:\n  gangScheduleWithoutQueue: false\n"
+                 "  podSelector: {matchLabels: {team: a}}\n")
+    config = load_config(str(f))
+    assert config.pod_groups == PodGroups(False, LabelSelector(match_labels=(("team", "a"),)))
+    assert load_config(None).pod_groups == PodGroups(True, LabelSelector())
+
+
+@pytest.mark.parametrize("text, field", [
+    ("podGroups: {gangScheduleWithoutQueue: maybe}", "podGroups.gangScheduleWithoutQueue: expected true or false"),
+    ("podGroups: [on]", "podGroups: expected an object"),
+    ("podGroups: {podSelector: all}", "podGroups.podSelector: expected a label selector"),
+])
+def test_an_invalid_podgroups_section_names_the_field(tmp_path, text, field):
+    f = tmp_path / "config.yaml"
+    f.write_text(f"kind: Configuration\n{text}\n")
+    with pytest.raises(SnapshotError, match=field):
+        load_config(str(f))
 
 
 @pytest.mark.parametrize("field, value", [("seconds", "-1"), ("seconds", "soon"), ("memoryMiB", "1.5"), ("memoryMiB", "-2")])

@@ -9,7 +9,9 @@ import pytest
 
 from clueue.engine import Config, Document, build_snapshot
 from clueue.engine.objects import LabelSelector, Requirement
+from clueue.adapters.webhook.configuration import webhook_configurations
 from clueue.adapters.webhook.mutate import MANAGED_LABEL, mutate, pointer, validate
+from clueue.engine.config import PodGroups
 
 QUEUE = "kueue.x-k8s.io/queue-name"
 GROUP = "kueue.x-k8s.io/pod-group-name"
@@ -123,6 +125,60 @@ def test_the_namespace_lookup_is_called_only_for_queued_pods() -> None:
     assert asked == ["team-b"]
 
 
+# -- the Pods of coscheduling PodGroups without a queue name (docs/podgroups.md) -----------------
+PODGROUP = "scheduling.x-k8s.io/pod-group"
+OFF = Config(pod_groups=PodGroups(gang_schedule_without_queue=False))
+
+
+def test_a_podgroup_pod_without_a_queue_is_gated_so_that_clueue_gang_schedules_it() -> None:
+    out = gated(user_pod(queue=None, labels={PODGROUP: "mpi"}))
+    assert out is not None
+    assert out["spec"]["schedulingGates"] == [{"name": GATE}]
+    assert out["metadata"]["labels"][MANAGED_LABEL] == "true"
+    assert out["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
+    # the engine makes the gang of exactly what the webhook gated: no Pod is left gated for nothing
+    snapshot = build_snapshot([Document("t", {**out, "metadata": {**out["metadata"], "namespace": "team-a",
+                                                                  "creationTimestamp": "2024-01-01T00:00:00Z"}})])
+    from clueue.engine.workloads import build_workloads
+    [gang] = build_workloads(snapshot, Config()).workloads
+    assert gang.key == "team-a/podgroup-mpi" and gang.queue == "clueue-coscheduling"
+
+
+@pytest.mark.parametrize("case, pod, namespace, config", [
+    ("gangScheduleWithoutQueue off", user_pod(queue=None, labels={PODGROUP: "mpi"}), "team-a", OFF),
+    ("podGroups.podSelector", user_pod(queue=None, labels={PODGROUP: "mpi"}), "team-a",
+     Config(pod_groups=PodGroups(pod_selector=LabelSelector(match_labels=(("tier", "batch"),))))),
+    ("kube-system", user_pod(queue=None, labels={PODGROUP: "mpi"}), "kube-system", Config()),
+    ("an empty group name", user_pod(queue=None, labels={PODGROUP: ""}), "team-a", Config()),
+    ("owned by a batch/Job", {**owned("batch/v1", "Job"), "metadata": {
+        **owned("batch/v1", "Job")["metadata"], "labels": {PODGROUP: "mpi"}}}, "team-a", Config()),
+])
+def test_podgroup_pods_clueue_does_not_gang_schedule_are_untouched(case: str, pod: dict[str, Any], namespace: str,
+                                                                   config: Config) -> None:
+    assert mutate(create(pod, namespace), config, {}) == [], case
+    snapshot = build_snapshot([Document("t", {**pod, "metadata": {**pod["metadata"], "namespace": namespace,
+                                                                  "creationTimestamp": "2024-01-01T00:00:00Z"}})])
+    from clueue.engine.workloads import build_workloads
+    assert build_workloads(snapshot, config).workloads == (), case  # nor does the engine
+
+
+def test_with_the_switch_off_a_podgroup_pod_with_a_queue_is_still_gated() -> None:
+    assert gated(user_pod(labels={PODGROUP: "mpi"}), config=OFF) is not None
+
+
+def test_the_podgroup_webhook_selects_podgroup_pods_without_a_queue_while_the_switch_is_on() -> None:
+    [mutating, _] = webhook_configurations("clueue-system", service="clueue-webhook")
+    assert [w["name"] for w in mutating["webhooks"]] == ["gate-pods.clueue.dev", "gate-podgroup-pods.clueue.dev"]
+    assert mutating["webhooks"][1]["objectSelector"] == {"matchExpressions": [
+        {"key": PODGROUP, "operator": "Exists"}, {"key": QUEUE, "operator": "DoesNotExist"}]}
+    assert mutating["webhooks"][1]["clientConfig"] == mutating["webhooks"][0]["clientConfig"]
+    selector = Config(pod_groups=PodGroups(pod_selector=LabelSelector(match_labels=(("tier", "batch"),))))
+    [mutating, _] = webhook_configurations("clueue-system", service="clueue-webhook", config=selector)
+    assert mutating["webhooks"][1]["objectSelector"]["matchLabels"] == {"tier": "batch"}
+    [mutating, _] = webhook_configurations("clueue-system", service="clueue-webhook", config=OFF)
+    assert [w["name"] for w in mutating["webhooks"]] == ["gate-pods.clueue.dev"]
+
+
 def test_update_is_not_mutated() -> None:
     assert mutate({"operation": "UPDATE", "namespace": "a", "object": user_pod()}, Config(), {}) == []
 
@@ -188,6 +244,8 @@ def update(old: dict[str, Any], change: Any) -> list[str]:
     ("queue name changed", lambda p: p["metadata"]["labels"].update({QUEUE: "other"}), QUEUE),
     ("queue name removed", lambda p: p["metadata"]["labels"].pop(QUEUE), QUEUE),
     ("group name changed", lambda p: p["metadata"]["labels"].update({GROUP: "h"}), GROUP),
+    ("PodGroup changed", lambda p: p["metadata"]["labels"].update({"scheduling.x-k8s.io/pod-group": "h"}),
+     "scheduling.x-k8s.io/pod-group"),
     ("total count changed", lambda p: p["metadata"]["annotations"].update({TOTAL: "5"}), TOTAL),
     ("pod-group-sets added", lambda p: p["metadata"]["annotations"].update({"kueue.x-k8s.io/pod-group-sets": "[]"}),
      "kueue.x-k8s.io/pod-group-sets"),
