@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import logging
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from clueue.engine import AdapterError
 
 from ..kube.errors import describe, server_of
-from ..kube.retry import call, missing_is_none
+from ..kube.retry import missing_is_none, update_with_retry
 from ..webhook.certs import CertManager
 from .api import GROUP, VERSIONS
 
@@ -35,7 +35,8 @@ SECRET = "clueue-visibility-tls"
 
 def apiservice_ca_publisher(api: client.ApiClient, names: tuple[str, ...] = APISERVICES) -> Callable[[bytes], None]:
     """A function that writes a CA bundle into the ``caBundle`` of the APIServices ``names``
-    (those that differ), and warns once about one that is not registered.
+    (those that differ), and warns once about one that is not registered (it is written once the
+    APIService is, at the server's next upkeep).
 
     Raises (from the function): AdapterError when an APIService cannot be read or patched.
     """
@@ -44,22 +45,29 @@ def apiservice_ca_publisher(api: client.ApiClient, names: tuple[str, ...] = APIS
 
     def publish(bundle: bytes) -> None:
         encoded = base64.b64encode(bundle).decode()
+
+        def change(found: Any) -> Any:
+            if (found.spec.ca_bundle or "") == encoded:
+                return None
+            found.spec.ca_bundle = encoded
+            return found
+
         for name in names:
             try:
-                found = missing_is_none(lambda: registration.read_api_service(name))
-                if found is None:
+                read = lambda: missing_is_none(lambda: registration.read_api_service(name))  # noqa: E731
+                if read() is None:
                     if name not in told:
                         told.add(name)
                         log.warning("APIService %s is not registered: the API server does not proxy %s to this "
                                     "controller (kubectl apply -k deploy/ registers it)", name, GROUP)
                     continue
-                if (found.spec.ca_bundle or "") != encoded:
-                    call(lambda: registration.patch_api_service(name, {"spec": {"caBundle": encoded}}))
+                # read-modify-replace, guarded by the read resourceVersion, as every write of clueue's
+                if update_with_retry(read, change, lambda found: registration.replace_api_service(name, found)):
                     log.info("APIService %s: caBundle set to the visibility API's CA", name)
             except ApiException as e:
                 if e.status == 403:
                     raise AdapterError(f"APIService {name}: forbidden; the controller's ServiceAccount needs get and "
-                                       "patch on apiservices (apiregistration.k8s.io) of this name to give it the "
+                                       "update on apiservices (apiregistration.k8s.io) of this name to give it the "
                                        "visibility API's CA (deploy/rbac.yaml)") from None
                 raise describe(e, f"updating APIService {name}", server_of(api)) from None
     return publish

@@ -81,6 +81,7 @@ class _Handler(Handler):
         return authenticate(self.server.visibility.front_proxy, self._peer(), self.headers)
 
     def _refuse_method(self) -> None:
+        self.close_connection = True  # its body, if any, is left unread: the connection cannot be reused
         self._error(wire.RequestError(405, "MethodNotAllowed", f"the server does not allow this method on the "
                                       f"requested resource: {self.command} (only GET is served)"))
 
@@ -93,7 +94,7 @@ class VisibilityServer:
     Parameters:
         source: the plan the answers come from.
         authorizer: the SubjectAccessReviews.
-        front_proxy: the front proxy's configuration, or a function that reads it (again).
+        front_proxy: reads the front proxy's configuration (at start, then every five minutes).
         cert_file, key_file: the serving certificate and key; reloaded when they change.
         host, port: where to listen; port 0 takes a free one (see :attr:`port`).
         rotate: renews the certificate files when due (and writes the caBundle), called every five minutes.

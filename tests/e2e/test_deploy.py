@@ -374,7 +374,7 @@ NEEDED: list[Access] = [
     ("get", "", "secrets", NAMESPACE, "clueue-visibility-tls"),
     ("update", "", "secrets", NAMESPACE, "clueue-visibility-tls"),
     *[(verb, "apiregistration.k8s.io", "apiservices", "", f"{version}.visibility.kueue.x-k8s.io")
-      for verb in ("get", "patch") for version in ("v1beta1", "v1beta2")],
+      for verb in ("get", "update") for version in ("v1beta1", "v1beta2")],
     ("get", "", "configmaps", "kube-system", "extension-apiserver-authentication"),
     ("create", "authorization.k8s.io", "subjectaccessreviews", "", ""),
     ("get", "", "secrets", NAMESPACE, "a-worker-kubeconfig"),  # MultiKueue: named by MultiKueueClusters
@@ -430,7 +430,8 @@ DENIED: list[Access] = _table(f"""
     impersonate  serviceaccounts                                -                -
     create       serviceaccounts/token                          {NAMESPACE}    {SERVICE_ACCOUNT}
     update       customresourcedefinitions.apiextensions.k8s.io -                -
-    patch        apiservices.apiregistration.k8s.io             -                v1.another.example.com
+    update       apiservices.apiregistration.k8s.io             -                v1.another.example.com
+    patch        apiservices.apiregistration.k8s.io             -                v1beta2.visibility.kueue.x-k8s.io
     create       apiservices.apiregistration.k8s.io             -                -
     delete       apiservices.apiregistration.k8s.io             -                v1beta2.visibility.kueue.x-k8s.io
     get          configmaps                                     kube-system      another-config

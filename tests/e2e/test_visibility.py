@@ -287,16 +287,36 @@ def test_kueuectl_list_workloads_shows_the_position_in_queue(plane: ControlPlane
     assert positions == {"pod-running": "", "pod-first": "0", "pod-third": "1"}, result.stdout
 
 
-def test_a_replica_that_does_not_lead_answers_from_a_plan_of_its_own(plane: ControlPlane, served: Any) -> None:
+def _as_service_account(plane: ControlPlane, path: Path) -> Path:
+    """deploy/'s ServiceAccount and RBAC applied (visibility.yaml's bindings are already), and a
+    kubeconfig with a token of that ServiceAccount alone."""
+    from kubernetes.dynamic import DynamicClient
+
+    from tests.e2e.test_deploy import service_account_kubeconfig
+    with plane.api_client() as api:
+        dynamic = DynamicClient(api)
+        for name in ("serviceaccount.yaml", "rbac.yaml"):
+            for obj in (doc for doc in yaml.safe_load_all((REPO / "deploy" / name).read_text()) if doc):
+                resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+                resource.create(body=obj, namespace=obj["metadata"].get("namespace"))
+    return service_account_kubeconfig(plane, path)
+
+
+def test_a_replica_that_does_not_lead_answers_from_a_plan_of_its_own(plane: ControlPlane, served: Any,
+                                                                   tmp_path: Path) -> None:
     """Behind the Service every replica answers: one that waits for the leader's lease makes its
-    plan from its own cache, and lists the same workloads at the same positions."""
+    plan from its own cache, and lists the same workloads at the same positions. It runs as
+    deploy/'s ServiceAccount, whose RBAC is all the visibility API needs: its certificate, the
+    APIServices, the front proxy's ConfigMap, the SubjectAccessReviews."""
     port = free_port()
     proc = start_controller(plane, "--leader-elect", "--lease-duration", "5",
-                            "--visibility-bind-address", f"127.0.0.1:{port}")
+                            "--visibility-bind-address", f"127.0.0.1:{port}",
+                            kubeconfig=_as_service_account(plane, tmp_path / "kubeconfig"))
     try:
         path = f"/apis/{GROUP}/v1beta2/clusterqueues/{CQ}/pendingworkloads"
 
         def answered() -> dict[str, Any] | None:
+            assert proc.poll() is None, controller_log(proc)[-3000:]
             try:
                 code, body = _direct(served, plane, path, user="admin", group="system:masters", proxy_cert=True,
                                      port=port)
@@ -305,7 +325,9 @@ def test_a_replica_that_does_not_lead_answers_from_a_plan_of_its_own(plane: Cont
             return body if code == 200 else None
         body = wait_until(answered, 120, "the second replica to answer", interval=0.5, proc=proc)
         assert _items(body) == ALL
-        with plane.api_client() as api:
-            assert lease_holder(api, "clueue-controller") != "" and "took the decider lease" not in controller_log(proc)
+        code, body = _direct(served, plane, path, user="mallory", proxy_cert=True, port=port)
+        assert code == 403, body
+        log = controller_log(proc)
+        assert "took the decider lease" not in log and "Forbidden" not in log and "forbidden" not in log, log
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
