@@ -26,7 +26,7 @@ import yaml
 from kubernetes import client
 
 from tests.e2e.controller_harness import (
-    CONTROLLER_NS, controller_log, free_port, lease_holder, start_controller, stop_controller, wait_until,
+    CONTROLLER_NS, controller_log, free_port, start_controller, stop_controller, wait_until,
 )
 from tests.e2e.test_adapter import create, gated_pod
 from tests.testenv.build import ensure_binaries
@@ -272,12 +272,13 @@ def test_the_server_itself_believes_only_the_front_proxy_and_asks_rbac(plane: Co
 
 
 def test_kueuectl_list_workloads_shows_the_position_in_queue(plane: ControlPlane, served: Any) -> None:
-    """Kueue's own kueuectl (v0.19.2, built from the Go module proxy) lists the Workloads and asks
-    the visibility API for their positions: POSITION IN QUEUE is the position in the LocalQueue."""
+    """Kueue's own kueuectl (v0.19.2, built from the Go module proxy): `kueuectl list workload` lists
+    the Workloads and asks the visibility API for the pending ones' positions; POSITION IN QUEUE
+    is the position in the LocalQueue, blank for an admitted one."""
     kueuectl = ensure_tool()
     with plane.api_client() as api:
         _wait_listed(api, served["proc"])
-    result = subprocess.run([str(kueuectl), "list", "workloads", "-n", TEAM_A, "--kubeconfig", str(plane.kubeconfig)],
+    result = subprocess.run([str(kueuectl), "list", "workload", "-n", TEAM_A, "--kubeconfig", str(plane.kubeconfig)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

@@ -62,6 +62,8 @@ def _build(tool: Tool, progress: Progress) -> None:
     """``go install PACKAGE@VERSION`` into a temporary directory, then one rename into bin/."""
     directory = _tool_dir(tool)
     directory.mkdir(parents=True, exist_ok=True)
+    for left in directory.glob("bin-*"):  # of a build that was killed (we hold the lock: none runs)
+        shutil.rmtree(left, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix="bin-", dir=directory))
     staging.chmod(0o755)
     log_path = directory / "build.log"
