@@ -332,3 +332,15 @@ def test_a_replica_that_does_not_lead_answers_from_a_plan_of_its_own(plane: Cont
         assert "took the decider lease" not in log and "Forbidden" not in log and "forbidden" not in log, log
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
+
+
+def test_an_api_server_without_a_front_proxy_is_one_clear_error() -> None:
+    """Without --requestheader-client-ca-file the API server proxies to no aggregated API, and the
+    visibility server could not tell who asks: the controller says so and exits 1."""
+    with ControlPlane(ensure_binaries()) as bare:
+        bare.create_namespace(CONTROLLER_NS)
+        proc = start_controller(bare, "--visibility-bind-address", f"127.0.0.1:{free_port()}")
+        assert proc.wait(120) == 1
+        log = controller_log(proc)
+        assert "ConfigMap kube-system/extension-apiserver-authentication: it has no requestheader-client-ca-file" \
+            in log and "Traceback" not in log, log
