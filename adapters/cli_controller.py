@@ -45,6 +45,12 @@ __all__ = ["controller"]
 @click.option("--dashboard-bind-address", "dashboard_bind", default="", metavar="HOST:PORT",
               help="Serve the read-only dashboard there (e.g. 127.0.0.1:8090; port 0: a free one, logged), showing "
               "the last cycle's plan and, with a decisionLog, timelines. Default: not served.")
+@click.option("--visibility-bind-address", "visibility_bind", default="", metavar="HOST:PORT",
+              help="Serve Kueue's visibility API (visibility.kueue.x-k8s.io: pending workloads with their positions) "
+              "there over HTTPS, for the API server's aggregation layer (e.g. :8082, as Kueue; the deploy manifests "
+              "turn it on; docs/visibility.md). Default: not served.")
+@click.option("--visibility-service", default="clueue-visibility", show_default=True, metavar="NAME",
+              help="The visibility API's Service, named in the certificate clueue makes for it.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text for people, json for log collectors (one object per line).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",

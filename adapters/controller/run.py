@@ -11,6 +11,8 @@ Parts, each started only when asked for (docs/controller.md):
   cycle recorded, a failure to record counted and logged, never stopping the cycles.
 - MultiKueue's controllers (always; adapters/multikueue/): idle while no MultiKueueCluster exists.
 - the read-only dashboard (``dashboard_bind``; adapters/dashboard/): the last cycle's plan.
+- Kueue's visibility API (``visibility_bind``; adapters/visibility/): pending workloads in order,
+  behind the API server's aggregation layer.
 
 A part that cannot start for want of a namespace or a permission is one clear error
 (:class:`~clueue.engine.AdapterError`), raised before anything runs.
@@ -75,6 +77,8 @@ class ControllerOptions:
     webhook_url: str | None = None  # register URL-based webhook configurations pointing here (outside a cluster)
     metrics_bind: str = "127.0.0.1:8080"
     dashboard_bind: str = ""  # the read-only dashboard (docs/dashboard.md); "": not served
+    visibility_bind: str = ""  # Kueue's visibility API (docs/visibility.md); "": not served
+    visibility_service: str = "clueue-visibility"  # its Service, named in its certificate
     log_format: str = "text"
     log_level: str = "info"
     shutdown_grace: float = 5.0
@@ -149,6 +153,10 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
         parts.append(health.stop)
         if options.dashboard_bind:  # its pages show the last cycle's snapshot and plan, re-read nothing
             parts.append(_start_dashboard(options.dashboard_bind, controller, config).stop)
+        if options.visibility_bind:  # answers from the cycles' plans (docs/visibility.md)
+            from ..visibility.server import start_visibility
+            parts.append(start_visibility(api, controller, _bind(options.visibility_bind, "--visibility-bind-address"),
+                                          namespace=namespace, service=options.visibility_service).stop)
         # MultiKueue's controllers (docs/multikueue.md): idle until MultiKueueClusters exist.
         workers = MultiKueue(api, namespace, config.multikueue, metrics=metrics,
                              leading=lambda: elector.leading if elector is not None else True,

@@ -14,7 +14,7 @@ import base64
 import ipaddress
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -81,9 +81,9 @@ def _expires(cert: x509.Certificate) -> datetime:
     return cert.not_valid_after_utc
 
 
-def _new_ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def _new_ca(component: str = "webhook") -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key, now = _key(), _now()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"clueue-webhook-ca-{now:%Y%m%d%H%M%S}")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"clueue-{component}-ca-{now:%Y%m%d%H%M%S}")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - _BACKDATE)
             .not_valid_after(now + CA_VALIDITY)
@@ -159,13 +159,17 @@ class CertManager:
             the webhook is reached on loopback).
         config: when given, the webhook configurations' namespace and object selectors are
             set from it along with the caBundle (they must queue the Pods the engine queues).
+        publish: called with the CA bundle instead of patching webhook configurations: another
+            server's certificates (the visibility API's, whose APIServices carry the caBundle).
+        component: the ``app.kubernetes.io/component`` label of the Secret, and the CA's name.
     """
 
     def __init__(self, api: client.ApiClient, namespace: str, service: str, secret: str = "clueue-webhook-tls",
                  webhooks: Sequence[str] = (MUTATING_NAME, VALIDATING_NAME), *, directory: Path,
-                 extra_sans: Sequence[str] = (), config: Config | None = None) -> None:
+                 extra_sans: Sequence[str] = (), config: Config | None = None,
+                 publish: Callable[[bytes], None] | None = None, component: str = "webhook") -> None:
         self.api, self.namespace, self.service, self.secret = api, namespace, service, secret
-        self.config = config
+        self.config, self.publish, self.component = config, publish, component
         self.webhooks = tuple(webhooks)
         self.directory = Path(directory)
         self.names = (f"{service}.{namespace}.svc", service, f"{service}.{namespace}",
@@ -221,7 +225,8 @@ class CertManager:
         if e.status == 403:
             return AdapterError(f"{doing} {self._where()}: forbidden; the controller's ServiceAccount needs get, "
                                 f"create and update on secrets in namespace {self.namespace} to manage the "
-                                "webhook's certificates (or run it with --cert-dir)")
+                                f"{self.component}'s certificates" + (" (or run it with --cert-dir)"
+                                                                      if self.component == "webhook" else ""))
         if e.status == 404:
             return AdapterError(f"{doing} {self._where()}: namespace {self.namespace} does not exist; create it "
                                 "(kubectl apply -k deploy/) or start the controller with --namespace naming "
@@ -243,13 +248,13 @@ class CertManager:
         return client.V1Secret(
             metadata=client.V1ObjectMeta(name=self.secret, namespace=self.namespace, resource_version=resource_version,
                                          labels={"app.kubernetes.io/name": "clueue",
-                                                 "app.kubernetes.io/component": "webhook"}),
+                                                 "app.kubernetes.io/component": self.component}),
             type="kubernetes.io/tls", data={k: base64.b64encode(data[k]).decode() for k in _KEYS})
 
     def _create(self, data: dict[str, bytes]) -> dict[str, bytes]:
         try:
             call(lambda: self._core.create_namespaced_secret(self.namespace, self._body(data)))
-            log.info("created %s with a new webhook CA and serving certificate", self._where())
+            log.info("created %s with a new %s CA and serving certificate", self._where(), self.component)
             return data
         except ApiException as e:
             if e.status != 409:
@@ -264,7 +269,7 @@ class CertManager:
         version = old["resourceVersion"].decode()
         try:
             call(lambda: self._core.replace_namespaced_secret(self.secret, self.namespace, self._body(data, version)))
-            log.info("renewed the webhook's serving certificate in %s", self._where())
+            log.info("renewed the %s's serving certificate in %s", self.component, self._where())
             return data
         except ApiException as e:
             if e.status not in (409, 404):
@@ -300,7 +305,7 @@ class CertManager:
             except (KeyError, ValueError, IndexError):
                 pass  # unreadable: start with a new CA
         if ca is None or ca_key is None:
-            ca, ca_key = _new_ca()
+            ca, ca_key = _new_ca(self.component)
             bundle = b"".join(_cert_pem(c) for c in [ca, *kept[:1]])
         else:
             bundle = old["ca.crt"] if old is not None else _cert_pem(ca)
@@ -320,4 +325,7 @@ class CertManager:
         return changed
 
     def _patch_ca_bundles(self, bundle: bytes) -> None:
+        if self.publish is not None:
+            self.publish(bundle)
+            return
         update_configurations(self.api, ca_bundle=bundle, config=self.config, names=self.webhooks)

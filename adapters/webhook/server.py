@@ -7,22 +7,18 @@ inside a decision (a bug, or the namespace lookup failing) refuses the Pod with 
 message, never crashes the server, and never allows the Pod through unmutated: with
 ``failurePolicy: Fail`` no Pod subject to queueing is created ungated (docs/webhook.md).
 
-The certificate files are reloaded when they change (rotation), on the next connection.
+The certificate files are reloaded when they change (rotation), on the next connection (adapters/tls.py).
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +28,7 @@ from clueue.adapters.kube.retry import call
 from clueue.engine.config import Config
 
 from ..http import Handler
+from ..tls import ReloadingTls, TlsHTTPServer
 from .configuration import MUTATE_PATH, VALIDATE_PATH
 from .mutate import mutate, validate
 
@@ -71,81 +68,9 @@ def namespace_label_reader(api: client.ApiClient, ttl: float = NAMESPACE_CACHE_S
     return labels
 
 
-class _Tls:
-    """The server's SSL context, rebuilt when the certificate or key file changes."""
-
-    def __init__(self, cert_file: Path, key_file: Path) -> None:
-        self.cert_file, self.key_file = Path(cert_file), Path(key_file)
-        self._lock = threading.Lock()
-        self._stamp: tuple[float, float, int, int] | None = None
-        self._context: ssl.SSLContext | None = None
-        self.context()  # fail at once when the files are missing or do not match
-        if self._context is None:
-            raise ssl.SSLError(f"cannot load the webhook certificate {self.cert_file} with key {self.key_file}")
-
-    def _files_stamp(self) -> tuple[float, float, int, int]:
-        c, k = self.cert_file.stat(), self.key_file.stat()
-        return c.st_mtime, k.st_mtime, c.st_size, k.st_size
-
-    def context(self) -> ssl.SSLContext | None:
-        with self._lock:
-            try:
-                stamp = self._files_stamp()
-                if stamp != self._stamp:
-                    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                    context.minimum_version = ssl.TLSVersion.TLSv1_2
-                    context.load_cert_chain(self.cert_file, self.key_file)
-                    if self._context is not None:
-                        log.info("webhook certificate %s reloaded", self.cert_file)
-                    self._context, self._stamp = context, stamp
-            except (OSError, ssl.SSLError) as e:
-                # Mid-rotation (the key written, the certificate not yet): keep serving the old
-                # pair; the stamp is not recorded, so the next connection tries again.
-                log.warning("webhook certificate %s not reloaded: %s", self.cert_file, e)
-            return self._context
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    tls: _Tls
+class _Server(TlsHTTPServer):
+    socket_timeout = SOCKET_TIMEOUT_S
     webhook: WebhookServer
-
-    def server_activate(self) -> None:
-        super().server_activate()
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        sock, address = self.socket.accept()
-        sock.settimeout(SOCKET_TIMEOUT_S)
-        context = self.tls.context()
-        assert context is not None  # _Tls refuses to start without one
-        # The handshake runs in the request's thread (finish_request), not in the accept loop.
-        wrapped = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        with self.connections_lock:
-            self.connections.add(wrapped)
-        return wrapped, address
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.connections_lock:
-            self.connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """End the kept-alive connections too: a stopped server must answer nothing more."""
-        with self.connections_lock:
-            open_ = list(self.connections)
-        for sock in open_:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        request.do_handshake()
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up or fails the handshake is not the server's failure.
-        log.debug("webhook connection from %s failed", client_address, exc_info=True)
 
 
 class _Handler(Handler):
@@ -205,7 +130,7 @@ class WebhookServer:
                 raise ValueError("WebhookServer needs namespace_labels or api to look up the labels of namespaces")
             namespace_labels = namespace_label_reader(api)
         self.config, self.namespace_labels, self.on_gated = config, namespace_labels, on_gated
-        self._tls = _Tls(cert_file, key_file)
+        self._tls = ReloadingTls(cert_file, key_file, what="webhook")
         self._host, self._wanted_port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import filecmp
+import json
 import shutil
 import subprocess
 import urllib.request
@@ -39,10 +40,13 @@ MUTATING, VALIDATING = "clueue-pod-mutating", "clueue-pod-validating"
 
 #: Kinds of deploy/ that are cluster-scoped: kustomize's `namespace:` leaves them alone.
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-                  "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+                  "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService"}
+#: Objects that live in another namespace than the controller's, as the kustomization's
+#: transformers keep them (the visibility API's reader binding, beside the Role it binds).
+ELSEWHERE = {("RoleBinding", "clueue-visibility-auth-reader"): "kube-system"}
 #: The kustomization fields the reader below understands; any other one fails the test rather
 #: than being silently ignored (and the rendering differing from kubectl's).
-KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "namespace", "resources"}
+KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "namespace", "resources", "transformers"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,7 +74,23 @@ def render(directory: Path) -> list[dict[str, Any]]:
         for obj in objects:
             if obj["kind"] not in CLUSTER_SCOPED:
                 obj["metadata"]["namespace"] = namespace
+    for entry in kustomization.get("transformers", []):  # after `namespace:`, as kustomize runs them
+        for transformer in yaml.safe_load_all((directory / entry).read_text()):
+            _transform(transformer, objects)
     return objects
+
+
+def _transform(transformer: dict[str, Any], objects: list[dict[str, Any]]) -> None:
+    """Apply a builtin PatchTransformer whose patch replaces metadata.namespace (the only kind
+    of transformer deploy/ uses; any other fails the test rather than being ignored)."""
+    assert transformer["kind"] == "PatchTransformer", f"a transformer this test cannot apply: {transformer}"
+    (operation,) = json.loads(transformer["patch"])
+    assert operation["op"] == "replace" and operation["path"] == "/metadata/namespace", operation
+    target = transformer["target"]
+    assert set(target) <= {"kind", "name"}, target
+    for obj in objects:
+        if all((obj["kind"] if k == "kind" else obj["metadata"].get(k)) == v for k, v in target.items()):
+            obj["metadata"]["namespace"] = operation["value"]
 
 
 def key(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -110,9 +130,15 @@ def test_every_namespaced_object_is_in_clueue_system_and_refers_to_it(manifests:
     for path in DEPLOY.glob("*.yaml"):
         if path.name == "kustomization.yaml":
             continue
+        if path.name == "kube-system-rolebinding.yaml":  # a transformer, not an object
+            continue
         for obj in (doc for doc in yaml.safe_load_all(path.read_text()) if doc):
             expected = None if obj["kind"] in CLUSTER_SCOPED else NAMESPACE
+            expected = ELSEWHERE.get((obj["kind"], obj["metadata"]["name"]), expected)
             assert obj["metadata"].get("namespace") == expected, f"{path.name}: {key(obj)}"
+    for (kind, name), namespace in ELSEWHERE.items():  # where kustomize leaves it too
+        assert [o["metadata"]["namespace"] for o in by_kind(manifests, kind) if o["metadata"]["name"] == name] \
+            == [namespace]
     for binding in by_kind(manifests, "ClusterRoleBinding") + by_kind(manifests, "RoleBinding"):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
     for configuration in by_kind(manifests, "MutatingWebhookConfiguration") + by_kind(
@@ -349,6 +375,14 @@ NEEDED: list[Access] = [
     ("create", "", "secrets", NAMESPACE, ""),
     ("get", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
     ("update", "", "secrets", NAMESPACE, "clueue-webhook-tls"),
+    # the visibility API (adapters/visibility/): its certificate, its APIServices' caBundle, the
+    # front proxy's configuration, and the SubjectAccessReviews it authorizes requests with
+    ("get", "", "secrets", NAMESPACE, "clueue-visibility-tls"),
+    ("update", "", "secrets", NAMESPACE, "clueue-visibility-tls"),
+    *[(verb, "apiregistration.k8s.io", "apiservices", "", f"{version}.visibility.kueue.x-k8s.io")
+      for verb in ("get", "update") for version in ("v1beta1", "v1beta2")],
+    ("get", "", "configmaps", "kube-system", "extension-apiserver-authentication"),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", "", ""),
     ("get", "", "secrets", NAMESPACE, "a-worker-kubeconfig"),  # MultiKueue: named by MultiKueueClusters
     *_everywhere("get list", "kueue.x-k8s.io", "multikueueclusters multikueueconfigs"),
     *_everywhere("get update", "kueue.x-k8s.io", "multikueueclusters/status admissionchecks/status"),
@@ -402,6 +436,13 @@ DENIED: list[Access] = _table(f"""
     impersonate  serviceaccounts                                -                -
     create       serviceaccounts/token                          {NAMESPACE}    {SERVICE_ACCOUNT}
     update       customresourcedefinitions.apiextensions.k8s.io -                -
+    update       apiservices.apiregistration.k8s.io             -                v1.another.example.com
+    patch        apiservices.apiregistration.k8s.io             -                v1beta2.visibility.kueue.x-k8s.io
+    create       apiservices.apiregistration.k8s.io             -                -
+    delete       apiservices.apiregistration.k8s.io             -                v1beta2.visibility.kueue.x-k8s.io
+    get          configmaps                                     kube-system      another-config
+    update       configmaps                                     kube-system      extension-apiserver-authentication
+    update       secrets                                        {NAMESPACE}    clueue-visibility-tls-old
 """)
 
 

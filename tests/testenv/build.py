@@ -28,7 +28,8 @@ Layout (keyed by version, built once, published atomically)::
       <k8s version>.lock                   flock held while building
 
 Run ``python -m tests.testenv.build`` (or ``python tests/testenv/build.py``) to build ahead of
-time; the e2e fixture calls :func:`ensure_binaries` itself when the binaries are missing.
+time; the e2e fixture calls :func:`ensure_binaries` itself when the binaries are missing. The
+command also builds Kueue's ``kueuectl`` (tools.py), which the e2e tests run against clueue.
 """
 
 from __future__ import annotations
@@ -524,11 +525,22 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as error:
         print(f"clueue testenv: build failed: {error}", file=sys.stderr, flush=True)
         return 1
+    # Kueue's released tools (tools.py), which the e2e tests run against clueue: built here too,
+    # so that CI builds everything up front rather than inside a test.
+    if not __package__:  # run as a script: the repository root makes tests.testenv importable
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.testenv.tools import TOOLS, ensure_tool
+
+    try:
+        tools = [f"{name} {tool.version} at {ensure_tool(tool, say)}" for name, tool in TOOLS.items()]
+    except BuildError as error:
+        print(f"clueue testenv: build failed: {error}", file=sys.stderr, flush=True)
+        return 1
     say(
         f"clueue testenv: ready in {time.monotonic() - started:.0f}s: "
         f"kube-apiserver {binaries.kubernetes_version} at {binaries.kube_apiserver}, "
         f"kube-scheduler at {binaries.kube_scheduler}, "
-        f"etcd {binaries.etcd_version} at {binaries.etcd}"
+        f"etcd {binaries.etcd_version} at {binaries.etcd}; " + ", ".join(tools)
     )
     return 0
 

@@ -20,6 +20,11 @@ the admin's kubeconfig), started once the apiserver is ready and stopped with th
 then give the cluster nodes by creating Node objects as a kubelet would register them
 (:meth:`ControlPlane.create_node`); the scheduler binds Pods to them.
 
+With ``aggregation=True`` the apiserver is given a front proxy (its CA and client certificate,
+the ``--requestheader-*`` and ``--proxy-client-*`` flags), so that it proxies the APIs of
+aggregated API servers registered by APIServices; an APIService whose Service is of type
+ExternalName (e.g. ``127.0.0.1``) reaches a server on loopback without kube-proxy.
+
 There is no kube-controller-manager and no kubelet (and no scheduler unless asked for).  Consequences that tests must
 know about: namespaces other than ``default``, ``kube-system``, ``kube-public`` and
 ``kube-node-lease`` have to be created explicitly (:meth:`ControlPlane.create_namespace`), they
@@ -65,7 +70,9 @@ __all__ = [
     "ADMIN_GROUP",
     "ADMIN_USER",
     "DEFAULT_CRD_DIR",
+    "FRONT_PROXY_CLIENT",
     "Certificates",
+    "FrontProxy",
     "ControlPlane",
     "ControlPlaneError",
     "api_error_message",
@@ -241,6 +248,56 @@ class Certificates:
                 sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
             ),
         )
+
+
+#: The common name of the front proxy's client certificate: the one name the API server's
+#: aggregation layer presents to aggregated API servers (``--requestheader-allowed-names``).
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+@dataclass(frozen=True)
+class FrontProxy:
+    """PEM files of the aggregation layer's front proxy: its CA (``--requestheader-client-ca-file``)
+    and the client certificate the API server proxies with (``--proxy-client-cert-file``)."""
+
+    ca_cert: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def generate(cls, directory: Path) -> FrontProxy:
+        """A fresh front-proxy CA (apart from the cluster's CA, as Kubernetes recommends) and client."""
+        directory.mkdir(parents=True, exist_ok=True)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "clueue-e2e-front-proxy-ca")])
+        ca = _certificate(ca_name, ca_key, ca_name, ca_key, is_ca=True)
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        client = _certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT)]), client_key,
+                              ca_name, ca_key, is_ca=False, usages=[ExtendedKeyUsageOID.CLIENT_AUTH])
+        pem = serialization.Encoding.PEM
+        paths = []
+        for name, data in (("front-proxy-ca.crt", ca.public_bytes(pem)),
+                           ("front-proxy-client.crt", client.public_bytes(pem)),
+                           ("front-proxy-client.key", _pem_key(client_key))):
+            path = directory / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+            paths.append(path)
+        return cls(*paths)
+
+    def apiserver_args(self) -> list[str]:
+        """The flags that let kube-apiserver proxy to aggregated API servers, with the headers
+        every Kubernetes distribution configures."""
+        return [
+            f"--requestheader-client-ca-file={self.ca_cert}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            f"--proxy-client-cert-file={self.client_cert}",
+            f"--proxy-client-key-file={self.client_key}",
+        ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,6 +488,7 @@ class ControlPlane:
         keep_workdir: bool = False,
         extra_apiserver_args: Iterable[str] = (),
         scheduler: bool = False,
+        aggregation: bool = False,
         progress: Progress | None = None,
     ) -> None:
         """Prepare (but do not start) a control plane.
@@ -439,6 +497,8 @@ class ControlPlane:
         ``workdir``: where certificates, data and logs go (default: a new temporary directory,
         removed on stop unless ``keep_workdir``).
         ``scheduler``: also run kube-scheduler against the apiserver.
+        ``aggregation``: configure the aggregation layer's front proxy (:class:`FrontProxy`,
+        then :attr:`front_proxy`), so that APIServices backed by a Service are proxied to.
         """
         self.binaries = binaries
         self.crd_dir = crd_dir
@@ -452,6 +512,8 @@ class ControlPlane:
         self.scheduler = scheduler
         self._scheduler: _Process | None = None
         self._certs: Certificates | None = None
+        self.aggregation = aggregation
+        self.front_proxy: FrontProxy | None = None
         self.server: str = ""  # https://127.0.0.1:<port> once started
         self.etcd_url: str = ""  # http://127.0.0.1:<port> once started
         self.kubeconfig: Path = self.workdir / "kubeconfig"
@@ -476,6 +538,8 @@ class ControlPlane:
         atexit.register(self.stop)
         try:
             self._certs = Certificates.generate(self.workdir / "pki")
+            if self.aggregation:
+                self.front_proxy = FrontProxy.generate(self.workdir / "pki")
             self._start_etcd()
             self._start_apiserver()
             self._write_kubeconfig()
@@ -606,6 +670,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
+                *(self.front_proxy.apiserver_args() if self.front_proxy is not None else ()),
                 *self.extra_apiserver_args,
             ]
 
