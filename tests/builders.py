@@ -141,9 +141,16 @@ def flatten(objs: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: The solver's budget of a test's cycle unless it sets one: the phases of a search get shares of
+#: the budget, so a loaded machine could cut a search the default 10 s lets finish when quiet.
+#: Far above the work (a test's cycle is proven optimal within a second), it only bounds a hang.
+TEST_TIME_BUDGET = 600.0
+
+
 def run(*objs: Any, policy: Iterable[str] = (), **config: Any) -> Plan:
     """One decision cycle over the given objects (lists are flattened)."""
     docs = [Document(f"test#{i + 1}", o) for i, o in enumerate(flatten(objs))]
+    config.setdefault("time_budget", TEST_TIME_BUDGET)
     return run_cycle(build_snapshot(docs), load_policy(policy), Config(**config))
 
 

@@ -222,7 +222,7 @@ def test_the_solver_knows_what_packing_node_by_node_holds():
     from clueue.engine.snapshot import Document, build_snapshot
     from clueue.engine.solver import decide
     from clueue.engine.workloads import build_workloads
-    from tests.builders import flatten, load_policy
+    from tests.builders import TEST_TIME_BUDGET, flatten, load_policy
 
     objs = [_queue(), node("n1", gpu="8"), node("n2", gpu="8"), bound("x1", "n1", gpu="1"), bound("x2", "n2", gpu="1"),
             group("quad", 2, gpu="4"), group("pair", 3, gpu="2", minute=1), group("ones", 2, gpu="1", minute=2)]
@@ -232,7 +232,7 @@ def test_the_solver_knows_what_packing_node_by_node_holds():
     snap = build_snapshot([Document(f"t#{i}", o) for i, o in enumerate(flatten(objs))])
     built = build_workloads(snap).workloads
     nodes = node_classes(snap, built)
-    decision = decide(render_facts(compile_facts(snap, built, nodes=nodes).lines), load_policy(), budget=10)
+    decision = decide(render_facts(compile_facts(snap, built, nodes=nodes).lines), load_policy(), budget=TEST_TIME_BUDGET)
     rank = {w: i for i, w in enumerate(decision.ranked)}
     placed = assign_nodes(nodes, decision.placements, {w.key: w for w in built}, rank)
     assert set(decision.choices) == {"default/quad", "default/ones"} and placed.failed == ()

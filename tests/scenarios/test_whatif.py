@@ -18,11 +18,12 @@ from clueue.engine.cycle import run_cycle
 from clueue.engine.plan import Plan
 from clueue.engine.quantity import parse_quantity
 from clueue.engine.whatif import Change, admits, apply_changes, what_if, with_suggestions
-from tests.builders import cluster_queue, flatten, flavor, local_queue, quota, workload
+from tests.builders import TEST_TIME_BUDGET, cluster_queue, flatten, flavor, local_queue, quota, workload
 
 SEEDS = range(60)
 POLICY = load_policy(())
-CONFIG = Config(whatif_budget=300.0)  # never cut short on a loaded machine: the answers are what is tested
+# never cut short on a loaded machine: the answers are what is tested
+CONFIG = Config(whatif_budget=300.0, time_budget=TEST_TIME_BUDGET)
 
 
 def _cluster(seed: int) -> list[dict]:
