@@ -34,6 +34,11 @@ def test_a_lower_priority_lender_keeps_its_free_nominal_quota():
     plan = run(_cohort("LowerPriority"))
     assert plan.workload("default/a2").state == "pending"
     assert plan.workload("default/b1").state == "pending"
+    # The held workload's entry names the hold, the holder and the numbers.
+    [held] = [r for r in plan.workload("default/b1").reasons if r.code == "HeldForLender"]
+    assert held.details == {"clusterQueue": "b", "flavor": "f", "resource": "cpu", "need": "1", "holderQueue": "a",
+                            "holder": "default/a2", "held": "1", "free": "0"}
+    assert "ClusterQueue a keeps 1 of its nominal quota for its head default/a2" in held.message
 
 
 @pytest.mark.parametrize("reclaim", ["Never", None])
@@ -63,3 +68,7 @@ def test_a_head_within_nominal_holds_against_every_borrower(hold_for_never):
     plan = run(_cohort("Never", b1_priority=100, a2_cpu="1"), policy=hold_for_never)
     assert plan.workload("default/b1").state == "pending"
     assert plan.workload("default/a2").state == "admitted"
+    # b1 ranks first: in its turn a2 was waiting and held the cpu, which its entry says.
+    [held] = [r for r in plan.workload("default/b1").reasons if r.code == "HeldForLender"]
+    assert (held.details["holder"], held.details["held"], held.details["free"], held.details["need"]) == \
+        ("default/a2", "1", "0", "1")
