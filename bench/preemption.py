@@ -16,6 +16,7 @@ lost per preemptor (pods x seconds each victim had run).
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 from dataclasses import dataclass
@@ -119,7 +120,44 @@ def may_take(c: Cluster, v: Admitted) -> bool:
 
 
 def fits(c: Cluster, victims: frozenset[str]) -> bool:
-    """Whether the preemptor fits once ``victims`` are gone, under the rules they were taken by."""
+    """Whether the preemptor fits once ``victims`` are gone, under the rules they were taken by;
+    and where some victim set lets it fit its queue's nominal quota while it might take from
+    other queues, within that quota (Kueue tries victims without borrowing first)."""
+    return _fits(c, victims) and (not _reclaim_first(c) or _within_nominal(c, victims))
+
+
+def _within_nominal(c: Cluster, victims: frozenset[str]) -> bool:
+    return sum(a.usage for a in c.admitted if a.queue == c.queue and a.name not in victims) + c.cpu <= c.nominal[c.queue]
+
+
+_REMEMBERED: dict[int, tuple[Cluster, bool]] = {}  # id -> the cluster, its _reclaim_first
+
+
+def _reclaim_first(c: Cluster) -> bool:
+    """Whether the preemptor, whose queue holds less than its nominal quota and which might take
+    from another queue that borrows, has some victim set with which it fits that quota."""
+    seen = _REMEMBERED.get(id(c))
+    if seen is not None and seen[0] is c:
+        return seen[1]
+    if len(_REMEMBERED) > 1024:
+        _REMEMBERED.clear()
+    answer = _reclaim_first_uncached(c)
+    _REMEMBERED[id(c)] = (c, answer)
+    return answer
+
+
+def _reclaim_first_uncached(c: Cluster) -> bool:
+    if sum(a.usage for a in c.admitted if a.queue == c.queue) >= c.nominal[c.queue]:
+        return False
+    if not any(a.queue != c.queue and may_take(c, a) and
+               sum(b.usage for b in c.admitted if b.queue == a.queue) > c.nominal[a.queue] for a in c.admitted):
+        return False
+    names = [a.name for a in c.admitted]
+    return any(_fits(c, frozenset(s)) and _within_nominal(c, frozenset(s))
+               for k in range(len(names) + 1) for s in itertools.combinations(names, k))
+
+
+def _fits(c: Cluster, victims: frozenset[str]) -> bool:
     gone = [a for a in c.admitted if a.name in victims]
     if not all(may_take(c, v) for v in gone):
         return False

@@ -13,7 +13,7 @@ from .solver import Term
 
 __all__ = ["decode_reasons"]
 
-_AMOUNTS = ("need", "unusedNominal", "lent", "borrowable", "short", "capacity")
+_AMOUNTS = ("need", "unusedNominal", "lent", "borrowable", "short", "capacity", "held", "free")
 
 
 def _why(term: Any) -> str:

@@ -85,6 +85,7 @@ class Selection:
     least: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)  # tree -> resource -> least any needs
     sizes: Mapping[str, int] = field(default_factory=dict)  # tree -> how many of ``ranked`` are in it
     preempts: tuple[bool, ...] = ()  # per ranked member: it might be admitted by preempting (_Preemptors.may_preempt)
+    heads: tuple[bool, ...] = ()  # per ranked member: the first of a ClusterQueue that may hold quota (holds.lp)
     plain: frozenset[str] = frozenset()  # trees whose free quota any candidate may use (_plain)
     independent: bool = False  # quota trees are independent problems: a cut may differ per tree
 
@@ -100,7 +101,9 @@ class Selection:
         candidates small enough for what is free (a bigger one cannot take any of it).
         The walk stops once every tree is settled for both, so it costs the prefix, not the backlog.
         Third, it reaches every candidate that might be admitted by preempting, so that no
-        candidate beyond the cut needs the explanation pass, which does not model preemption.
+        candidate beyond the cut needs the explanation pass, which does not model preemption;
+        and the head of every ClusterQueue that may hold its free nominal quota for it
+        (holds.lp), whose hold can keep a workload ranked before it from borrowing.
         """
         room = {tree: dict(res) for tree, res in self.capacity.items()}  # what greedy order leaves
         asked: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
@@ -132,11 +135,13 @@ class Selection:
             if not asking and not filling:
                 break
         # A candidate that may preempt is admitted on what its own queue frees, whatever the
-        # tree has left: the cut reaches the last of them.
+        # tree has left, and a lender's head may hold quota against those ranked before it:
+        # the cut reaches the last of them.
         seen.clear()
+        heads = self.heads or (False,) * len(self.demand)
         for i, (tree, _) in enumerate(self.demand):
             seen[tree] += 1
-            if self.preempts[i]:
+            if self.preempts[i] or heads[i]:
                 cut[tree] = max(cut.get(tree, 0), seen[tree])
         return self._covering(cut)
 
@@ -328,10 +333,24 @@ def select_candidates(snapshot: Snapshot, built: Workloads, policy: Policy, memo
             dropped[number] = (members[limit - 1].workload.key, members[limit:])
     kept.sort()
     demand = tuple((tree_of[p.cluster_queue], p.needs) for p in kept)
+    holding, seen_queues = _holding_queues(snapshot, bool(policy.user_files)), set()
+    heads = []
+    for p in kept:  # the first of each queue in rank order: its head (holds.lp)
+        heads.append(p.cluster_queue in holding and p.cluster_queue not in seen_queues)
+        seen_queues.add(p.cluster_queue)
     return Selection(tuple(fixed), tuple(p.workload for p in kept), _StandIns(dropped), shape, demand, free,
                      _least((tree_of[m[0].cluster_queue], m[0].needs) for m in index.shapes.values()), sizes,
-                     tuple(preempts[p.shape] for p in kept), plain,
+                     tuple(preempts[p.shape] for p in kept), tuple(heads), plain,
                      independent=not policy.user_files)
+
+
+def _holding_queues(snapshot: Snapshot, user_files: bool) -> frozenset[str]:
+    """The ClusterQueues whose head may hold their free nominal quota (holds.lp): those of a
+    cohort whose reclaimWithinCohort is LowerPriority, and Never too where user files may
+    state ``hold_for_never``."""
+    allowed = ("LowerPriority", "Never") if user_files else ("LowerPriority",)
+    return frozenset(name for name, cq in snapshot.cluster_queues.items()
+                     if cq.cohort and cq.reclaim_within_cohort in allowed)
 
 
 class _Index:

@@ -63,6 +63,12 @@ _KINDS = (
                "needs {{need}} {{resource}} in flavor {{flavor}}, more than ClusterQueue {{clusterQueue}} could ever use ({{capacity}})"),
     ReasonKind("NeverFits", "never_fits", (),
                "too large for every flavor of one of its resource groups, even in an empty cluster", True),
+    ReasonKind("HeldForLender", "held_for_lender",
+               ("clusterQueue", "flavor", "resource", "need", "holderQueue", "holder", "held", "free"),
+               "needs {{need}} {{resource}} in flavor {{flavor}}, which ClusterQueue {{clusterQueue}} would borrow: "
+               "ClusterQueue {{holderQueue}} keeps {{held}} of its nominal quota for its head {{holder}}, which is "
+               "considered first and could not take it back once lent (reclaimWithinCohort is not Any); beside "
+               "that, {{free}} is free in the cohort"),
     ReasonKind("InsufficientQuota", "insufficient_quota",
                ("clusterQueue", "flavor", "resource", "need", "unusedNominal", "lent", "borrowable", "short"),
                "needs {{need}} {{resource}} in flavor {{flavor}} of ClusterQueue {{clusterQueue}}: "
