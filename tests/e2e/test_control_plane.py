@@ -43,6 +43,7 @@ KINDS: dict[str, tuple[str, str, bool, tuple[str, ...]]] = {
     "MultiKueueCluster": (KUEUE, "multikueueclusters", False, ("v1beta1", "v1beta2")),
     "Topology": (KUEUE, "topologies", False, ("v1beta1", "v1beta2")),
     "PodGroup": (SCHEDULING, "podgroups", True, ("v1alpha1",)),
+    "ProvisioningRequestConfig": (KUEUE, "provisioningrequestconfigs", False, ("v1beta1", "v1beta2")),
 }
 
 #: Manifests as users write them, and statuses as controllers write them (see the files).
@@ -423,6 +424,7 @@ KUEUE_COLUMNS: dict[str, tuple[list[str], list[str]]] = {
     "resourceflavors": (["Age"], []),
     "topologies": (["Age"], []),
     "multikueueconfigs": (["Age"], []),
+    "provisioningrequestconfigs": (["Age"], []),
 }
 
 
