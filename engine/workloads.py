@@ -401,8 +401,8 @@ class _Builder:
         """
         live = [p for p in pods if p.phase not in _TERMINAL and not p.deleting]
         recorded = {p.annotations.get(WORKLOAD_UID_ANNOTATION, "") for p in live or pods} - {""}
-        if not recorded:
-            return False
+        if not recorded or key in self._rejected_workloads:
+            return False  # a Workload clueue cannot read is not a deleted one: its pods are kept
         obj = self.snap.workloads.get(key)
         if obj is not None and not obj.deleting and (obj.uid in recorded or not obj.uid):
             return False
@@ -678,6 +678,11 @@ class _Builder:
         """:meth:`_stop`, then :meth:`_beyond_its_tree`, :meth:`_in_an_unknown_tree` and
         :meth:`_never_complete`."""
         return self._never_complete(self._in_an_unknown_tree(self._beyond_its_tree(self._stop(w, active))))
+
+    @functools.cached_property
+    def _rejected_workloads(self) -> frozenset[str]:
+        """``namespace/name`` of the Workload objects the snapshot left out as malformed."""
+        return frozenset(f"{r.namespace or 'default'}/{r.name}" for r in self.snap.rejected if r.kind == "Workload")
 
     @functools.cached_property
     def _trees(self) -> tuple[dict[str, str], dict[str, list[ResourceGroup]]]:
