@@ -15,6 +15,7 @@ them with :func:`webhook_configurations`). Decisions they encode (docs/webhook.m
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -113,38 +114,58 @@ def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, An
     """Create or replace each webhook configuration of ``bodies`` (keeping the caBundle already
     patched into it when the body has none).
 
+    Several controllers may register at once (two replicas started together): a create that
+    finds the configuration made meanwhile, or a replace that finds it changed (409 Conflict),
+    reads it again and replaces it, as the in-cluster path's updates do.
+
     Raises:
-        AdapterError: the API refused (e.g. no permission on the configurations).
+        AdapterError: the API refused (e.g. no permission on the configurations), naming the
+            permission only when that is what it said.
     """
     admission = client.AdmissionregistrationV1Api(api)
     for body in bodies:
         kind, name = body["kind"], body["metadata"]["name"]
-        mutating = kind == "MutatingWebhookConfiguration"
-        read = admission.read_mutating_webhook_configuration if mutating else \
-            admission.read_validating_webhook_configuration
-        create = admission.create_mutating_webhook_configuration if mutating else \
-            admission.create_validating_webhook_configuration
-        replace = admission.replace_mutating_webhook_configuration if mutating else \
-            admission.replace_validating_webhook_configuration
         try:
-            try:
-                current = api.sanitize_for_serialization(call(lambda: read(name)))
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+            _register(api, admission, body)
+        except ApiException as e:
+            why = (f"the controller needs get, create and update on admissionregistration.k8s.io {kind.lower()}s"
+                   if e.status in (401, 403) else "other writers kept changing it" if e.status == 409
+                   else "see the API server's answer")
+            raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; {why}") from e
+
+
+_REGISTER_ATTEMPTS = 10  # conflicts with other registering controllers before giving up
+
+
+def _register(api: client.ApiClient, admission: client.AdmissionregistrationV1Api, body: dict[str, Any]) -> None:
+    """Create or replace one configuration; a 409 (made or changed meanwhile) reads it again."""
+    name = body["metadata"]["name"]
+    mutating = body["kind"] == "MutatingWebhookConfiguration"
+    read = admission.read_mutating_webhook_configuration if mutating else \
+        admission.read_validating_webhook_configuration
+    create = admission.create_mutating_webhook_configuration if mutating else \
+        admission.create_validating_webhook_configuration
+    replace = admission.replace_mutating_webhook_configuration if mutating else \
+        admission.replace_validating_webhook_configuration
+    for attempt in range(_REGISTER_ATTEMPTS):
+        try:
+            found = missing_is_none(lambda: read(name))
+            if found is None:
                 call(lambda: create(body))
-                continue
+                return
+            current = api.sanitize_for_serialization(found)
             bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
-            wanted = {**body, "metadata": {**body["metadata"],
-                                           "resourceVersion": current["metadata"]["resourceVersion"]}}
+            wanted = copy.deepcopy({**body, "metadata": {**body["metadata"],
+                                                         "resourceVersion": current["metadata"]["resourceVersion"]}})
             for w in wanted["webhooks"]:
                 if not w["clientConfig"].get("caBundle") and bundles.get(w["name"]):
                     w["clientConfig"] = {**w["clientConfig"], "caBundle": bundles[w["name"]]}
-            call(lambda: replace(name, wanted))
+            call(lambda: replace(name, wanted))  # noqa: B023 - called within this iteration
+            return
         except ApiException as e:
-            raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; the controller "
-                               "needs get, create and update on admissionregistration.k8s.io "
-                               f"{kind.lower()}s") from e
+            if e.status != 409 or attempt == _REGISTER_ATTEMPTS - 1:
+                raise
+            log.debug("%s %s changed while registering it; reading it again", body["kind"], name)
 
 
 def _selectors(config: Config) -> dict[str, dict[str, Any]]:
