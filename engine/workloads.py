@@ -361,16 +361,20 @@ class _Builder:
         return Admission(cq.name if cq else "", tuple(assignments))
 
     def _single(self, pod: Pod) -> Workload | None:
-        """The workload of a single pod; None when it has none: a pod being deleted that no
-        kubelet runs (gated, or not scheduled: its finalizer is removed so that the deletion
-        completes, as Kueue does) or one whose Workload was deleted (:meth:`_ended`)."""
+        """The workload of a single pod; None when it has none: a pod being deleted that does not
+        run (Kueue's rule for when a deleted pod's quota is free again: it holds quota only while
+        Running; one no kubelet runs, gated or not scheduled, has its finalizer removed so that
+        the deletion completes, as Kueue does) or one whose Workload was deleted (:meth:`_ended`)."""
         key = f"{pod.namespace}/pod-{pod.name}"
         if self._ended(key, [pod]):
             return None
         gated = ADMISSION_GATE in pod.scheduling_gates
         terminal = pod.phase in _TERMINAL
-        if pod.deleting and not pod.scheduled and not terminal:
-            self._finalize(pod, key, "PodDeleting")
+        if pod.deleting and not terminal and (not pod.scheduled or pod.phase != "Running"):
+            # Being deleted and not running (an evicted pod still Pending): it holds no quota,
+            # as Kueue counts only Running pods active. Its kubelet, if any, ends it.
+            if not pod.scheduled:
+                self._finalize(pod, key, "PodDeleting")
             return None
         if terminal:
             self._finalize(pod, key, "WorkloadFinished")
