@@ -19,6 +19,7 @@ A part that cannot start for want of a namespace or a permission is one clear er
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import signal
 import tempfile
@@ -248,9 +249,13 @@ def _ensure_namespace(api: Any, namespace: str) -> None:
             return  # may not read namespaces one by one: taking the lease will say what is missing
         if not (isinstance(cause, ApiException) and cause.status == 404):
             raise
+    # Saved as its last-applied configuration, as `kubectl create --save-config` does, so that a
+    # later `kubectl apply -k deploy/` merges into it without a warning about the annotation.
+    body = {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "clueue"}}}
+    saved = {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(body, separators=(",", ":"))}
     try:
-        call(lambda: core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
-            name=namespace, labels={"app.kubernetes.io/name": "clueue"}))))
+        call(lambda: core.create_namespace({**body, "metadata": {**body["metadata"], "annotations": saved}}))
         log.info("created namespace %s: the controller keeps its leases there", namespace)
     except ApiException as e:
         if e.status == 409:

@@ -154,7 +154,12 @@ def test_a_missing_namespace_is_created(cluster, api):
     proc = start_controller(cluster, *FAST, "--namespace", ns)
     try:
         wait_until(lambda: lease_holder(api, DECIDER_LEASE, ns), 60, f"the decider lease in {ns}", proc=proc)
-        assert client.CoreV1Api(api).read_namespace(ns).metadata.name == ns
+        created = client.CoreV1Api(api).read_namespace(ns).metadata
+        assert created.name == ns
+        # saved as `kubectl create --save-config` would: a later `kubectl apply -k deploy/` (its
+        # namespace.yaml) merges into it instead of warning about a missing annotation
+        saved = json.loads(created.annotations["kubectl.kubernetes.io/last-applied-configuration"])
+        assert (saved["kind"], saved["metadata"]["name"]) == ("Namespace", ns)
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
     assert f"created namespace {ns}" in controller_log(proc)
