@@ -15,6 +15,7 @@ import signal
 import time
 import urllib.request
 
+import pytest
 from kubernetes import client
 
 from clueue.adapters.kube.apply import GATE
@@ -186,6 +187,49 @@ def test_the_namespace_given_is_the_one_left_unqueued(cluster, api):
         code = stop_controller(proc)
         unregister_webhooks(api)
     assert code == 0, controller_log(proc)[-3000:]
+
+
+def test_outside_a_cluster_it_refuses_to_run_ungated_and_names_the_command_that_gates(cluster, api):
+    """Issue 34: `clueue controller --kubeconfig K` alone ran without a webhook, so queued Pods
+    started at once and were admitted over the quota. With no clueue webhook configuration
+    registered it now refuses, naming the command that gates."""
+    unregister_webhooks(api)
+    proc = start_controller(cluster, *FAST, gating=False)
+    try:
+        code = proc.wait(120)
+    finally:
+        stop_controller(proc)
+    log = controller_log(proc)
+    assert code != 0 and "no webhook gates queued Pods" in log, log[-3000:]
+    assert "--webhook --webhook-url https://127.0.0.1:9443" in log and "--no-webhook" in log
+
+
+def test_a_url_registration_is_removed_when_its_controller_stops(cluster, api):
+    """Issue 34: a --webhook-url run's failurePolicy Fail configurations outlived it and refused
+    every queued Pod; the configurations it created go with it (SIGTERM)."""
+    unregister_webhooks(api)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    proc = start_controller(cluster, *FAST, "--webhook", "--webhook-bind-address", f"127.0.0.1:{port}",
+                            "--webhook-url", url)
+    admission = client.AdmissionregistrationV1Api(api)
+
+    def calls_it() -> bool:
+        try:
+            return admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0].client_config.url \
+                .startswith(url)
+        except client.ApiException:
+            return False
+    try:
+        wait_until(calls_it, 60, "the webhook registered", proc=proc)
+    finally:
+        code = stop_controller(proc)
+    assert code == 0, controller_log(proc)[-3000:]
+    for read in (admission.read_mutating_webhook_configuration, admission.read_validating_webhook_configuration):
+        with pytest.raises(client.ApiException) as gone:
+            read(MUTATING_NAME if read == admission.read_mutating_webhook_configuration else "clueue-pod-validating")
+        assert gone.value.status == 404
+    assert "removed webhook configurations clueue-pod-mutating, clueue-pod-validating" in controller_log(proc)
 
 
 def test_a_higher_priority_workload_preempts_and_is_admitted_by_the_next_cycle(cluster, api):
