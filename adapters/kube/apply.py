@@ -427,19 +427,22 @@ class _Applier:
     def _unbuilt(self, entry: WorkloadEntry) -> None:
         """A group of pods whose Workload cannot be built yet (KEP-976: not before the pods its
         count declares are all there, never from pods that disagree on it): no Workload is
-        created, and one made for it earlier (by an older clueue) that holds no admission is
-        deleted; a group that cannot be built as it is (not merely incomplete) is told on each
+        created; one made for it earlier that holds no admission is deleted when the group cannot
+        be built as it is (not when it is merely incomplete: its pods may be terminating after an
+        eviction, and the Workload waits for their replacements), and the group is told on each
         of its pods by a Warning Event, once per pod and reasons (``warned``)."""
         ns, name = entry.name.split("/", 1)
+        problems = [r for r in entry.reasons if r.code in UNBUILT_CODES and r.code != "GroupIncomplete"]
         first = self._first("Workload", entry.name)
         existing = first if first is not None or self.cached is not None else self._get_workload(ns, name)
         labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
-        if existing is not None and labels.get("clueue.dev/origin") == entry.origin \
+        # A group merely incomplete keeps its Workload (KEP-976): its pods may be terminating
+        # after an eviction or a drain, and the Workload waits for their replacements.
+        if problems and existing is not None and labels.get("clueue.dev/origin") == entry.origin \
                 and not (existing.get("status") or {}).get("admission"):
-            self._delete_workload(entry, existing, "its group cannot make a Workload yet")
+            self._delete_workload(entry, existing, "its group cannot make a Workload as it is")
         else:
             self.result.skipped.append(f"create Workload {entry.name}: its group cannot make one yet")
-        problems = [r for r in entry.reasons if r.code in UNBUILT_CODES and r.code != "GroupIncomplete"]
         if not problems:
             return  # an incomplete group waits for its pods: nothing is wrong
         digest = reasons_digest(problems)

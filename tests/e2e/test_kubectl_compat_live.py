@@ -81,3 +81,32 @@ def test_kubectl_describe_finds_why_a_workload_is_inadmissible(api):
     assert not apply_plan(api, cycle(api)).errors
     told = described_events(api, workload_object(api, ns, "pod-big"))
     assert [(e.type, e.reason) for e in told] == [("Warning", "Inadmissible")], [e.message for e in told]
+
+
+def test_a_drained_groups_workload_is_kept_while_its_pods_terminate(api):
+    # Issue 34: `kueuectl stop clusterqueue` (HoldAndDrain) evicted a pod group and clueue deleted
+    # its Workload a second later, while its pods were still terminating. KEP-976 keeps it, for
+    # the replacement pods; it goes with its pods, by the garbage collector.
+    t = tag()
+    ns = queue_setup(api, t, nominal=4)
+    for i in range(2):
+        create(api, gated_pod(ns, f"gang-{i}", cpu="1", group="gang", total=2))
+    assert not apply_plan(api, cycle(api)).errors
+    core = client.CoreV1Api(api)
+    for i in range(2):  # bound to a node, as the scheduler would: deleting it then waits for a kubelet
+        if not core.read_namespaced_pod(f"gang-{i}", ns).spec.node_name:
+            core.create_namespaced_pod_binding(f"gang-{i}", ns, client.V1Binding(
+                metadata=client.V1ObjectMeta(name=f"gang-{i}"),
+                target=client.V1ObjectReference(kind="Node", name="node-that-never-answers")),
+                _preload_content=False)  # the answer is a Status, which the typed client cannot read
+    objects = client.CustomObjectsApi(api)
+    objects.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", f"cq-{t}",
+                                        {"spec": {"stopPolicy": "HoldAndDrain"}})
+    drained = apply_plan(api, cycle(api))
+    assert not drained.errors and f"preempt Workload {ns}/gang" in drained.writes, drained.writes
+    assert all(core.read_namespaced_pod(f"gang-{i}", ns).metadata.deletion_timestamp for i in range(2))
+    for _ in range(2):  # the cycles while its pods terminate
+        result = apply_plan(api, cycle(api))
+        assert not result.errors and f"delete Workload {ns}/gang" not in " ".join(result.writes), result.writes
+    gang = workload_object(api, ns, "gang")
+    assert not gang["status"].get("admission") and not gang["metadata"].get("deletionTimestamp")
