@@ -32,7 +32,8 @@ from .quantity import format_quantity, parse_quantity
 from .snapshot import Snapshot
 
 __all__ = ["ResourceUsage", "FlavorUsage", "Condition", "QueueStatus", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
-           "queue_statuses", "pending_positions", "assignment_usage", "entry_usage", "WAITING"]
+           "queue_statuses", "pending_positions", "assignment_usage", "entry_usage", "WAITING", "DEACTIVATED",
+           "deactivated"]
 
 #: The plan's states of a workload that waits in its queue (Kueue: pending, active or inadmissible).
 WAITING = ("pending", "inadmissible")
@@ -132,13 +133,19 @@ def _local_queue_key(entry: WorkloadEntry) -> str:
     return f"{entry.name.split('/', 1)[0]}/{entry.queue}"
 
 
+def deactivated(entry: WorkloadEntry) -> bool:
+    """Whether a waiting ``entry`` is deactivated (``spec.active: false``), or being deactivated
+    by its plan: it sits in no queue, so no count, position or metric of pending ones has it."""
+    return any(r.code in DEACTIVATED for r in entry.reasons)
+
+
 def _queued(entry: WorkloadEntry, snapshot: Snapshot | None) -> bool:
     """Whether a waiting ``entry`` sits in a ClusterQueue's queue: it names one, and (with a
     snapshot) that ClusterQueue exists and its LocalQueue exists and is not stopped."""
     if entry.state not in WAITING or not entry.cluster_queue or not entry.has_workload_object:
         return False
-    if any(r.code in DEACTIVATED for r in entry.reasons):
-        return False  # spec.active: false: Kueue takes it out of its queues until it is active again
+    if deactivated(entry):
+        return False  # Kueue takes it out of its queues until it is active again
     if snapshot is None:
         return True
     lq = snapshot.local_queues.get(_local_queue_key(entry))
