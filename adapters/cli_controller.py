@@ -30,9 +30,12 @@ __all__ = ["controller"]
               "decides (for several replicas; the deploy manifests turn it on).")
 @click.option("--lease-duration", type=click.IntRange(min=3), default=15, show_default=True, metavar="SECONDS",
               help="Duration of the leader and decider leases: how long a crashed leader blocks the others.")
-@click.option("--webhook", is_flag=True, help="Serve the Pod webhook (HTTPS) in this process.")
-@click.option("--webhook-bind-address", "webhook_bind", default=":9443", show_default=True, metavar="HOST:PORT",
-              help="Where the webhook listens.")
+@click.option("--webhook/--no-webhook", default=None, help="Serve the Pod webhook (HTTPS) in this process, or not. "
+              "Default: not in a cluster (the deploy manifests ask); outside one, not if clueue's webhook "
+              "configurations are registered already, else serve it on loopback for an API server on this "
+              "machine and refuse to start for another's (queued Pods would not be gated).")
+@click.option("--webhook-bind-address", "webhook_bind", default=None, metavar="HOST:PORT",
+              help="Where the webhook listens. Default: :9443 (every address) in a cluster, 127.0.0.1:9443 outside.")
 @click.option("--cert-dir", metavar="DIR", help="The webhook's serving certificate (tls.crt, tls.key) provided "
               "there, e.g. by cert-manager; default: clueue makes and renews its own, kept in a Secret.")
 @click.option("--webhook-service", default="clueue-webhook", show_default=True, metavar="NAME",
@@ -65,8 +68,10 @@ def controller(kubeconfig: str | None, context: str | None, in_cluster: bool, po
     Keeps every object clueue reads in a watch-fed cache and runs a cycle (as apply does, the
     same code) when something changed, debounced, one at a time, holding the Lease
     clueue-decider in --namespace while it decides. With no other option it runs against the
-    kubeconfig's cluster from outside it: no webhook, no leader election, /metrics on
-    127.0.0.1:8080. Exits 0 after SIGTERM or Ctrl-C (see docs/controller.md).
+    kubeconfig's cluster from outside it: no leader election, /metrics on 127.0.0.1:8080, and no
+    webhook of its own, which it refuses unless clueue's webhook configurations are registered
+    (--webhook --webhook-url URL serves and registers them; --no-webhook runs without). Exits 0
+    after SIGTERM or Ctrl-C (see docs/controller.md).
     """
     from .controller.run import ControllerOptions, run_controller
     kubeconfig, context, in_cluster = _cluster(kubeconfig, context, in_cluster)

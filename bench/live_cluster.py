@@ -109,8 +109,9 @@ class ControllerProcess:
                  profile: str | None = None, log_dir: str | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        gating = () if "--webhook" in extra_args or "--no-webhook" in extra_args else ("--no-webhook",)
         argv = ["controller", "--kubeconfig", kubeconfig, "--namespace", namespace,
-                "--metrics-bind-address", f"127.0.0.1:{self.port}", *extra_args]
+                "--metrics-bind-address", f"127.0.0.1:{self.port}", *gating, *extra_args]
         if profile:
             code = f"from clueue.bench.live_cluster import profiled_main; profiled_main({argv!r}, {profile!r})"
         else:

@@ -12,7 +12,8 @@ Kueue's visibility API numbers them: from 0, in the order the cycle ranked them 
 cycle did not rank comes after the ranked ones, by priority, then as the plan lists it).
 
 Kueue's rules followed here: a workload of a stopped LocalQueue is not pending anywhere (Kueue
-takes the queue out of its queueing), and is given no position; nor is a group of pods that has
+takes the queue out of its queueing), and is given no position; nor is a deactivated workload
+(``spec.active: false``, or being deactivated by this plan), nor a group of pods that has
 no Workload object yet (incomplete, or its pods disagree on their count:
 ``WorkloadEntry.has_workload_object``).
 """
@@ -31,10 +32,14 @@ from .quantity import format_quantity, parse_quantity
 from .snapshot import Snapshot
 
 __all__ = ["ResourceUsage", "FlavorUsage", "Condition", "QueueStatus", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
-           "queue_statuses", "pending_positions", "assignment_usage", "entry_usage", "WAITING"]
+           "queue_statuses", "pending_positions", "assignment_usage", "entry_usage", "WAITING", "DEACTIVATED",
+           "deactivated"]
 
 #: The plan's states of a workload that waits in its queue (Kueue: pending, active or inadmissible).
 WAITING = ("pending", "inadmissible")
+
+#: Reasons of a workload that is (or is being) deactivated (``spec.active: false``): not queued.
+DEACTIVATED = ("Deactivated", "AdmissionCheckRejected", "RequeuingLimitExceeded")
 
 
 @dataclass(frozen=True)
@@ -128,11 +133,19 @@ def _local_queue_key(entry: WorkloadEntry) -> str:
     return f"{entry.name.split('/', 1)[0]}/{entry.queue}"
 
 
+def deactivated(entry: WorkloadEntry) -> bool:
+    """Whether a waiting ``entry`` is deactivated (``spec.active: false``), or being deactivated
+    by its plan: it sits in no queue, so no count, position or metric of pending ones has it."""
+    return any(r.code in DEACTIVATED for r in entry.reasons)
+
+
 def _queued(entry: WorkloadEntry, snapshot: Snapshot | None) -> bool:
     """Whether a waiting ``entry`` sits in a ClusterQueue's queue: it names one, and (with a
     snapshot) that ClusterQueue exists and its LocalQueue exists and is not stopped."""
     if entry.state not in WAITING or not entry.cluster_queue or not entry.has_workload_object:
         return False
+    if deactivated(entry):
+        return False  # Kueue takes it out of its queues until it is active again
     if snapshot is None:
         return True
     lq = snapshot.local_queues.get(_local_queue_key(entry))
@@ -198,12 +211,16 @@ def _flavors(cq: ClusterQueue | None, held: Mapping[tuple[str, str], Fraction], 
         for fq in group.flavors:
             for r, q in fq.resources.items():
                 nominal[(fq.flavor, r)] = q.nominal
+    # Borrowing needs a cohort to borrow from: a ClusterQueue without one borrows nothing, even
+    # when it holds more than its quota (an over-commit, engine/overcommit.py), as Kueue writes it.
+    lends = cq is not None and bool(cq.cohort)
     out = []
     for flavor, resources in _layout(cq, held):
         row = []
         for r in resources:
             total = held.get((flavor, r), Fraction(0))
-            over = format_quantity(max(Fraction(0), total - nominal.get((flavor, r), Fraction(0)))) if borrowed else None
+            excess = max(Fraction(0), total - nominal.get((flavor, r), Fraction(0))) if lends else Fraction(0)
+            over = format_quantity(excess) if borrowed else None
             row.append(ResourceUsage(r, format_quantity(total), over))
         out.append(FlavorUsage(flavor, tuple(row)))
     return tuple(out)

@@ -801,6 +801,15 @@ def _workload(f: Fields) -> KueueWorkload:
                                        f.string_map(f"{p}.flavors", a.get("flavors")),
                                        f.count(f"{p}.count", -1, a.get("count"))))  # -1: the pod set's count
         admission = Admission(f.string("status.admission.clusterQueue", "", adm.get("clusterQueue")) or "", tuple(psa))
+        # What an assignment of a pod set the spec lacks holds is unknown (its requests are the
+        # spec's): rejected, so that its quota tree admits nothing new (QuotaUnknown) rather
+        # than counting it as holding nothing and over-committing. Kueue's API refuses it too.
+        names = [ps.name for ps in pod_sets]
+        for i, a in enumerate(psa):
+            if a.name not in names:
+                raise f.fail(f"status.admission.podSetAssignments[{i}].name",
+                             f"names pod set {a.name!r}, which spec.podSets does not have ({', '.join(names)}): "
+                             "what the admission holds is unknown")
     # Only Finished=True and Admitted=True matter; other conditions are Kueue's own business,
     # whatever their shape.
     true = {c["type"] for c in f.items("status.conditions")

@@ -379,16 +379,20 @@ class _Builder:
         return Admission(cq.name if cq else "", tuple(assignments))
 
     def _single(self, pod: Pod) -> Workload | None:
-        """The workload of a single pod; None when it has none: a pod being deleted that no
-        kubelet runs (gated, or not scheduled: its finalizer is removed so that the deletion
-        completes, as Kueue does) or one whose Workload was deleted (:meth:`_ended`)."""
+        """The workload of a single pod; None when it has none: a pod being deleted that does not
+        run (Kueue's rule for when a deleted pod's quota is free again: it holds quota only while
+        Running; one no kubelet runs, gated or not scheduled, has its finalizer removed so that
+        the deletion completes, as Kueue does) or one whose Workload was deleted (:meth:`_ended`)."""
         key = f"{pod.namespace}/pod-{pod.name}"
         if self._ended(key, [pod]):
             return None
         gated = ADMISSION_GATE in pod.scheduling_gates
         terminal = pod.phase in _TERMINAL
-        if pod.deleting and not pod.scheduled and not terminal:
-            self._finalize(pod, key, "PodDeleting")
+        if pod.deleting and not terminal and (not pod.scheduled or pod.phase != "Running"):
+            # Being deleted and not running (an evicted pod still Pending): it holds no quota,
+            # as Kueue counts only Running pods active. Its kubelet, if any, ends it.
+            if not pod.scheduled:
+                self._finalize(pod, key, "PodDeleting")
             return None
         if terminal:
             self._finalize(pod, key, "WorkloadFinished")
@@ -419,8 +423,8 @@ class _Builder:
         """
         live = [p for p in pods if p.phase not in _TERMINAL and not p.deleting]
         recorded = {p.annotations.get(WORKLOAD_UID_ANNOTATION, "") for p in live or pods} - {""}
-        if not recorded:
-            return False
+        if not recorded or key in self._rejected_workloads:
+            return False  # a Workload clueue cannot read is not a deleted one: its pods are kept
         obj = self.snap.workloads.get(key)
         if obj is not None and not obj.deleting and (obj.uid in recorded or not obj.uid):
             return False
@@ -700,6 +704,11 @@ class _Builder:
         """:meth:`_stop`, then :meth:`_beyond_its_tree`, :meth:`_in_an_unknown_tree` and
         :meth:`_never_complete`."""
         return self._never_complete(self._in_an_unknown_tree(self._beyond_its_tree(self._stop(w, active))))
+
+    @functools.cached_property
+    def _rejected_workloads(self) -> frozenset[str]:
+        """``namespace/name`` of the Workload objects the snapshot left out as malformed."""
+        return frozenset(f"{r.namespace or 'default'}/{r.name}" for r in self.snap.rejected if r.kind == "Workload")
 
     @functools.cached_property
     def _trees(self) -> tuple[dict[str, str], dict[str, list[ResourceGroup]]]:

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from clueue.adapters.kube.apply import _EVICTED_BY
-from clueue.engine.queues import entry_usage
+from clueue.engine.queues import deactivated, entry_usage
 
 # No ``*_created`` series: they double the exposition and nobody charts them (Kueue has none).
 disable_created_metrics()
@@ -122,7 +122,7 @@ def tally_cycle(result: Any) -> CycleTally:
                     counted.created[entry.name] = created
             if entry.state == "admitted" and entry.cluster_queue:
                 counted.admitted_active[entry.cluster_queue] += 1
-            elif entry.state in ("pending", "inadmissible") and entry.has_workload_object:
+            elif entry.state in ("pending", "inadmissible") and entry.has_workload_object and not deactivated(entry):
                 if not entry.cluster_queue:
                     counted.unqueued += 1
                 else:

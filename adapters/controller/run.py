@@ -21,6 +21,8 @@ A part that cannot start for want of a namespace or a permission is one clear er
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import json
 import logging
 import signal
 import tempfile
@@ -70,8 +72,8 @@ class ControllerOptions:
     resync_period: float = 300.0
     leader_elect: bool = False
     lease_duration: int = DURATION_S
-    webhook: bool = False
-    webhook_bind: str = ":9443"
+    webhook: bool | None = False  # None: decided at start (:func:`_with_webhook_choice`)
+    webhook_bind: str | None = ":9443"  # None: :9443 in a cluster, loopback outside it
     cert_dir: str | None = None  # external certificates (tls.crt, tls.key); default: self-managed in a Secret
     webhook_service: str = "clueue-webhook"
     webhook_url: str | None = None  # register URL-based webhook configurations pointing here (outside a cluster)
@@ -141,9 +143,16 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
         controller.keep_documents = True
         parts.append(recorder.close)
     try:
-        webhook, rotate = _start_webhook(options, api, config, namespace, cache, metrics)
+        options = _with_webhook_choice(options, api)
+        webhook, rotate, created = _start_webhook(options, api, config, namespace, cache, metrics)
         if webhook is not None:
             parts.append(webhook.stop)
+        if webhook is not None and options.webhook_url and created:
+            # what this run created goes with it: left, it would refuse every queued Pod
+            from ..webhook.configuration import unregister_configurations
+            url, names = options.webhook_url, list(created)
+            parts.append(lambda: log.info("removed webhook configurations %s", ", ".join(
+                unregister_configurations(api, url, names)) or "(none left calling this address)"))
         host, port = _bind(options.metrics_bind, "--metrics-bind-address")
         try:
             health = HealthServer(host, port, metrics, ready=controller.ready, healthy=controller.healthy).start()
@@ -256,9 +265,13 @@ def _ensure_namespace(api: Any, namespace: str) -> None:
             return  # may not read namespaces one by one: taking the lease will say what is missing
         if not (isinstance(cause, ApiException) and cause.status == 404):
             raise
+    # Saved as its last-applied configuration, as `kubectl create --save-config` does, so that a
+    # later `kubectl apply -k deploy/` merges into it without a warning about the annotation.
+    body = {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "clueue"}}}
+    saved = {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(body, separators=(",", ":"))}
     try:
-        call(lambda: core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
-            name=namespace, labels={"app.kubernetes.io/name": "clueue"}))))
+        call(lambda: core.create_namespace({**body, "metadata": {**body["metadata"], "annotations": saved}}))
         log.info("created namespace %s: the controller keeps its leases there", namespace)
     except ApiException as e:
         if e.status == 409:
@@ -271,11 +284,70 @@ def _ensure_namespace(api: Any, namespace: str) -> None:
         raise AdapterError(f"creating namespace {namespace}: HTTP {e.status} {e.reason}") from e
 
 
+_LOCAL_WEBHOOK = "127.0.0.1:9443"  # outside a cluster: where a webhook of its own listens, and is called
+
+
+def _with_webhook_choice(options: ControllerOptions, api: Any) -> ControllerOptions:
+    """``options`` with the Pod webhook decided. Asked (``--webhook``/``--no-webhook``): as asked.
+    Else in a cluster: no (the deploy manifests ask). Else, outside a cluster, queued Pods must
+    still be gated before clueue admits them, or they would start at once and be counted over
+    the quota: with clueue's configurations registered (deploy/, or another controller), those
+    gate, and a URL one is named in a warning (left by a run that did not clean up, it refuses
+    every queued Pod while nothing answers there). With none, against an API server on this
+    machine (a local control plane: it can call back on loopback), the controller serves the
+    webhook on loopback and registers it by URL, removing it when it stops; against another
+    machine's, which could not call loopback, it refuses to start and names the command that
+    gates.
+
+    Raises:
+        AdapterError: outside a cluster, no webhook asked for, none registered, and a remote API server.
+    """
+    from ..webhook.configuration import registered_addresses
+    bind = options.webhook_bind or (":9443" if options.in_cluster else _LOCAL_WEBHOOK)
+    registered = registered_addresses(api) if not options.in_cluster else {}
+    for name, where in sorted(registered.items()):
+        if not where.startswith("service ") and where.rstrip("/").rsplit("/", 1)[0] != \
+                (options.webhook_url or "").rstrip("/"):
+            log.warning("webhook configuration %s calls %s, registered by a controller run outside the cluster: "
+                        "queued Pods are refused while nothing answers there%s", name, where,
+                        "; this run replaces it" if options.webhook and options.webhook_url else
+                        f"; if that controller is gone: kubectl delete {'mutating' if 'mutating' in name else 'validating'}"
+                        f"webhookconfiguration {name}")
+    if options.webhook is not None:
+        return replace(options, webhook_bind=bind)
+    if options.in_cluster or registered:
+        return replace(options, webhook=False, webhook_bind=bind)
+    if _is_loopback(urlparse(api.configuration.host).hostname):
+        host, port = _bind(bind, "--webhook-bind-address")
+        url = f"https://{host if host not in ('', '0.0.0.0') else '127.0.0.1'}:{port}"
+        log.info("no webhook configuration of clueue's is registered: serving the Pod webhook at %s, "
+                 "registered by URL until this run stops (--no-webhook: none)", url)
+        return replace(options, webhook=True, webhook_bind=bind, webhook_url=options.webhook_url or url)
+    raise AdapterError(
+        "no webhook gates queued Pods in this cluster (no MutatingWebhookConfiguration clueue-pod-mutating): they "
+        "would start before clueue admits them, over the quota. Serve it from this process, at an address the API "
+        "server reaches: clueue controller --kubeconfig "
+        f"{options.kubeconfig or '~/.kube/config'} --webhook --webhook-url https://HOST:9443 "
+        "--webhook-bind-address :9443 (HOST: this machine's address as the API server sees it); or apply deploy/; "
+        "or run without gating: --no-webhook")
+
+
+def _is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (an API server's) is this machine's loopback, which it could call back on."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
 def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespace: str, cache: ClusterCache,
-                   metrics: Metrics) -> tuple[Any, Callable[[], Any] | None]:
-    """The webhook server (None when off) and the certificate renewal to run now and then."""
+                   metrics: Metrics) -> tuple[Any, Callable[[], Any] | None, list[str]]:
+    """The webhook server (None when off), the certificate renewal to run now and then, and the
+    webhook configurations it created (with ``--webhook-url``)."""
     if not options.webhook:
-        return None, None
+        return None, None, []
     from ..webhook.certs import CertManager, cert_files
     from ..webhook.server import WebhookServer, namespace_label_reader
     rotate: Callable[[], Any] | None = None
@@ -294,9 +366,10 @@ def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespa
                               extra_sans=(url_host,) if url_host else (), config=config)
         cert_file, key_file = manager.ensure(patch=not options.webhook_url)
         ca_bundle, rotate = manager.ca_bundle, manager.rotate_if_due
+    created: list[str] = []
     if options.webhook_url:
-        register_configurations(api, webhook_configurations(namespace, url=options.webhook_url, ca_bundle=ca_bundle,
-                                                            config=config))
+        created = register_configurations(api, webhook_configurations(namespace, url=options.webhook_url,
+                                                                      ca_bundle=ca_bundle, config=config))
     elif options.cert_dir:  # the deploy manifests' configurations: their selectors must be the Configuration's
         update_configurations(api, ca_bundle=ca_bundle or None, config=config)
 
@@ -306,10 +379,10 @@ def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespa
         doc = cache.get("Namespace", name)  # one the watch has not brought yet is read from the API
         return dict((doc.body.get("metadata") or {}).get("labels") or {}) if doc is not None else read_labels(name)
 
-    host, port = _bind(options.webhook_bind, "--webhook-bind-address")
+    host, port = _bind(options.webhook_bind or ":9443", "--webhook-bind-address")
     try:
         server = WebhookServer(config, cert_file, key_file, host, port, namespace_labels=namespace_labels,
                                on_gated=metrics.pod_gated).start()
     except OSError as e:
         raise AdapterError(f"cannot serve the webhook on {options.webhook_bind}: {e.strerror or e}") from None
-    return server, rotate
+    return server, rotate, created

@@ -93,7 +93,6 @@ import contextvars
 import copy
 import json
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -115,6 +114,7 @@ from .kinds import KUEUE_GROUP, kueue_version
 from .lease import LeaseLost
 from .pacing import PendingWriteLimiter
 from .errors import ClusterUnavailable, recorded
+from .events import event_body, involved_object
 from .retry import call, counting_retries, missing_is_none, update_with_retry
 
 __all__ = ["ApplyResult", "SentWarnings", "apply_plan", "desired_status", "GATE", "FINALIZER", "MANAGER", "WORKERS"]
@@ -420,31 +420,29 @@ class _Applier:
             return
         if wrote:
             self.result.writes.append(f"status {label}")
-            kind = "Warning" if entry.state == "inadmissible" else "Normal"
-            reason = {"admitted": "Admitted", "inadmissible": "Inadmissible"}.get(entry.state, "Pending")
-            if entry.phase == "QuotaReserved":
-                reason = "QuotaReserved"
-            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, kind, reason,
-                       "; ".join(r.message for r in entry.reasons))
+            self._status_events(entry, start, reading.last)
         else:
             self.result.skipped.append(f"status {label}")
 
     def _unbuilt(self, entry: WorkloadEntry) -> None:
         """A group of pods whose Workload cannot be built yet (KEP-976: not before the pods its
         count declares are all there, never from pods that disagree on it): no Workload is
-        created, and one made for it earlier (by an older clueue) that holds no admission is
-        deleted; a group that cannot be built as it is (not merely incomplete) is told on each
+        created; one made for it earlier that holds no admission is deleted when the group cannot
+        be built as it is (not when it is merely incomplete: its pods may be terminating after an
+        eviction, and the Workload waits for their replacements), and the group is told on each
         of its pods by a Warning Event, once per pod and reasons (``warned``)."""
         ns, name = entry.name.split("/", 1)
+        problems = [r for r in entry.reasons if r.code in UNBUILT_CODES and r.code != "GroupIncomplete"]
         first = self._first("Workload", entry.name)
         existing = first if first is not None or self.cached is not None else self._get_workload(ns, name)
         labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
-        if existing is not None and labels.get("clueue.dev/origin") == entry.origin \
+        # A group merely incomplete keeps its Workload (KEP-976): its pods may be terminating
+        # after an eviction or a drain, and the Workload waits for their replacements.
+        if problems and existing is not None and labels.get("clueue.dev/origin") == entry.origin \
                 and not (existing.get("status") or {}).get("admission"):
-            self._delete_workload(entry, existing, "its group cannot make a Workload yet")
+            self._delete_workload(entry, existing, "its group cannot make a Workload as it is")
         else:
             self.result.skipped.append(f"create Workload {entry.name}: its group cannot make one yet")
-        problems = [r for r in entry.reasons if r.code in UNBUILT_CODES and r.code != "GroupIncomplete"]
         if not problems:
             return  # an incomplete group waits for its pods: nothing is wrong
         digest = reasons_digest(problems)
@@ -522,7 +520,7 @@ class _Applier:
         if wrote:
             self.result.writes.append(f"admit {label}: every admission check is Ready")
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Admitted",
-                       f"admission checks Ready: {', '.join(checks)}")
+                       f"admission checks Ready: {', '.join(checks)}", of=reading.last)
         else:
             self.result.skipped.append(f"admit {label}")
 
@@ -540,12 +538,14 @@ class _Applier:
                 return None
             return {**obj, "status": {**status, "nominatedClusterNames": clusters}}
 
-        if update_with_retry(self._reading("Workload", target), change, lambda obj: self._fenced(
+        reading = self._reading("Workload", target)
+        if update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
                 lambda: self.custom.replace_namespaced_custom_object_status(
-                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))):
+                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))):
             self.result.writes.append(f"nominate Workload {target}: {', '.join(clusters)}")
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Nominated",
-                       f"nominated worker clusters {', '.join(clusters)} ({dispatcher.rpartition('/')[2]})")
+                       f"nominated worker clusters {', '.join(clusters)} ({dispatcher.rpartition('/')[2]})",
+                       of=reading.last)
         else:
             self.result.skipped.append(f"nominate Workload {target}")
 
@@ -567,11 +567,13 @@ class _Applier:
             conditions = _conditions(status.get("conditions", []), [("Finished", "True", reason, message)])
             return {**obj, "status": {**status, "conditions": conditions}}
 
-        if update_with_retry(self._reading("Workload", target), change, lambda obj: self._fenced(
+        reading = self._reading("Workload", target)
+        if update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
                 lambda: self.custom.replace_namespaced_custom_object_status(
-                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))):
+                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))):
             self.result.writes.append(f"finish {label}")
-            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Finished", message)
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Finished", message,
+                       of=reading.last)
         else:
             self.result.skipped.append(f"finish {label}")
 
@@ -691,7 +693,8 @@ class _Applier:
             return
         if wrote:
             self.result.writes.append(f"ungate Pod {target}")
-            self.event("Pod", "v1", ns, name, "Normal", "Admitted", f"admitted with workload {workload}; scheduling gate removed")
+            self.event("Pod", "v1", ns, name, "Normal", "Admitted", f"admitted with workload {workload}; scheduling gate removed",
+                       uid=uid)
         else:
             self.result.skipped.append(f"ungate Pod {target}")
 
@@ -737,14 +740,15 @@ class _Applier:
 
         if code in ("AdmissionCheckRejected", "RequeuingLimitExceeded"):
             self._deactivate(target)
+        reading = self._reading("Workload", target)
         wrote = update_with_retry(
-            self._reading("Workload", target), evict,
-            lambda obj: self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))
+            reading, evict,
+            lambda obj: reading.wrote(self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
         self.recorded[target] = None
         if wrote:
             self.result.writes.append(f"preempt {label}")
-            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", why, message)
+            self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", why, message, of=reading.last)
         else:
             self.result.skipped.append(f"preempt {label}")
         for pod, uid in pods:
@@ -806,6 +810,30 @@ class _Applier:
                    f"deleted pod {name}: {message}")
 
     # -- Events ----------------------------------------------------------------------------
+    def _status_events(self, entry: WorkloadEntry, before: Mapping[str, Any] | None,
+                       after: Mapping[str, Any] | None) -> None:
+        """The Events of a Workload status just written for ``entry`` (``before``: as it was
+        read): as Kueue's scheduler records an admission, ``QuotaReserved`` when its quota is
+        reserved and ``Admitted`` when it is admitted (both at once without admission checks);
+        ``Pending`` or ``Inadmissible`` (a Warning) with the reasons when why it waits changed.
+        A status rewritten for an admitted workload (its reclaimable pods, PodsReady) is no news."""
+        ns, name = entry.name.split("/", 1)
+        why = "; ".join(r.message for r in entry.reasons)
+        api_version = f"{KUEUE_GROUP}/{self.version}"
+        if entry.state != "admitted":
+            kind, reason = ("Warning", "Inadmissible") if entry.state == "inadmissible" else ("Normal", "Pending")
+            self.event("Workload", api_version, ns, name, kind, reason, why, of=after)
+            return
+        status = (before or {}).get("status") or {}
+        if not status.get("admission"):
+            self.event("Workload", api_version, ns, name, "Normal", "QuotaReserved",
+                       f"Quota reserved in ClusterQueue {entry.cluster_queue}" + (f": {why}" if why else ""), of=after)
+        was_admitted = any(c.get("type") == "Admitted" and c.get("status") == "True"
+                           for c in status.get("conditions") or [])
+        if entry.phase == "Admitted" and not (status.get("admission") and was_admitted):
+            self.event("Workload", api_version, ns, name, "Normal", "Admitted",
+                       f"Admitted by ClusterQueue {entry.cluster_queue}", of=after)
+
     def rejected(self, obj: Rejected) -> None:
         """A Warning Event on an object the snapshot left out as malformed, once while the same
         fault lasts (a controller keeps what it told across cycles). A Workload's own plan entry
@@ -817,9 +845,12 @@ class _Applier:
                        uid=obj.uid)
 
     def event(self, kind: str, api_version: str, ns: str, name: str, type_: str, reason: str, message: str,
-              *, uid: str = "") -> None:
+              *, uid: str = "", of: Mapping[str, Any] | None = None) -> None:
         """Record an Event on an object; ``ns`` is "" for a cluster-scoped one, whose Events live
         in ``default`` (as the kubelet's Events on Nodes do), where ``kubectl describe`` finds them.
+        ``of`` is the object as last read or written (its uid and resourceVersion go into the
+        reference, events.py); without it or ``uid``, a Workload's or Pod's uid is looked up when
+        the Event is sent, since ``kubectl describe`` matches Events by uid.
         It is sent by :meth:`send_events`, once the chain's writes are done: off their path.
         A Normal Event beyond the Event limit (``events`` of :func:`apply_plan`) is dropped and
         counted in ``events_dropped``; a Warning Event is always sent."""
@@ -828,23 +859,37 @@ class _Applier:
         if type_ != "Warning" and self.event_limit is not None and not self.event_limit.take():
             self.result.events_dropped += 1  # routine news beyond the Event budget: counted, not sent
             return
-        now = _now()
-        home = ns or "default"
-        involved = {"kind": kind, "apiVersion": api_version, "name": name,
-                    **({"namespace": ns} if ns else {}), **({"uid": uid} if uid else {})}
-        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"namespace": home},
-                "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
-                "count": 1, "firstTimestamp": now, "lastTimestamp": now, "reportingComponent": MANAGER,
-                "source": {"component": MANAGER}}
+        meta = (of or {}).get("metadata") or {}
+        uid = uid or meta.get("uid") or ""
+        version = (meta.get("resourceVersion") or "") if meta.get("uid") == uid else ""
 
         def send() -> str:
-            body["metadata"]["name"] = f"{name}.{time.time_ns():x}"
+            known = uid or self._uid_of(kind, ns, name)
+            body = event_body(involved_object(kind, api_version, ns, name, known, version), type_, reason, message,
+                              MANAGER)
             try:
-                _json(self.core.create_namespaced_event(home, body, _preload_content=False))
+                _json(self.core.create_namespaced_event(body["metadata"]["namespace"], body, _preload_content=False))
             except ApiException as e:  # an event is a courtesy: never fail an apply over one
                 return f"event {reason} on {kind} {ns}/{name}: {e.reason}"
             return ""
         self.events.append(send)
+
+    def _uid_of(self, kind: str, ns: str, name: str) -> str:
+        """The uid of the Workload or Pod an Event is about, as this chain knows it, else as
+        cached or read now ("" if it is gone, or of another kind)."""
+        key = f"{ns}/{name}"
+        if kind == "Workload" and self.uids.get(key):
+            return self.uids[key]
+        if kind not in ("Workload", "Pod"):
+            return ""
+        doc = self.cached(kind, key) if self.cached is not None else None
+        if doc is not None:
+            return str((doc.body.get("metadata") or {}).get("uid") or "")
+        try:
+            obj = self._get_workload(ns, name) if kind == "Workload" else self._get_pod(ns, name)
+        except ApiException:
+            return ""
+        return str(((obj or {}).get("metadata") or {}).get("uid") or "")
 
     def send_events(self) -> list[str]:
         """Send the Events recorded so far; the warnings of those the API server refused."""

@@ -39,12 +39,13 @@ from .errors import api_errors
 from .kinds import Kind, kueue_version, served_kinds
 from .read import to_document, unreadable
 
-__all__ = ["ClusterCache", "caught_up", "newer_or_equal", "FORBIDDEN_RETRY"]
+__all__ = ["ClusterCache", "WatchFailures", "caught_up", "newer_or_equal", "FORBIDDEN_RETRY", "THROTTLED_WARN"]
 
 log = logging.getLogger(__name__)
 
 #: Seconds between attempts to read a named object RBAC forbids (a Role granted later is seen).
 FORBIDDEN_RETRY = 60.0
+THROTTLED_WARN = 10  # 429s in a row on one kind before throttling is worth a warning
 
 
 def newer_or_equal(version: str, than: str) -> bool:
@@ -98,6 +99,28 @@ def _after(version: str, than: str) -> bool:
     return version.isdigit() and than.isdigit() and int(version) > int(than)
 
 
+class WatchFailures:
+    """How a cache logs its failed lists and watches. Throttling (429: a fresh API server while
+    every watch opens at start) is retried quietly: one line for the whole cache, once, and a
+    warning only if it lasts (``THROTTLED_WARN`` in a row on one kind); any other failure is a
+    line, a warning from the second in a row."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._throttle_told = False
+
+    def log(self, kind: str, failures: int, status: int, reason: str) -> None:
+        """Log the ``failures``-th failure in a row of ``kind`` (HTTP ``status``, ``reason``)."""
+        if status == 429 and failures < THROTTLED_WARN:
+            with self._lock:
+                told, self._throttle_told = self._throttle_told, True
+            log.log(logging.DEBUG if told else logging.INFO, "the API server throttles the watches (429 Too Many "
+                    "Requests); retrying%s", f" {kind}" if told else " them quietly")
+            return
+        log.log(logging.WARNING if failures > 1 else logging.INFO, "watching %s failed (%s); listing again",
+                kind, reason)
+
+
 class ClusterCache:
     """Objects by kind and name, current as of the last watch event.
 
@@ -125,6 +148,7 @@ class ClusterCache:
         self.generation = 0  # counts changes (not our own writes coming back): a cycle notes the one it read
         self._objects: dict[str, dict[str, Document]] = {k.kind: {} for k in self.kinds}
         self._synced = {k.kind: threading.Event() for k in self.kinds}
+        self._failures = WatchFailures()
         self._listed_at = {k.kind: "" for k in self.kinds}  # a list's version: older watch events are stale
         self._seen = {k.kind: "" for k in self.kinds}  # the last version each kind's watch or list brought
         self._gone: dict[str, dict[str, str]] = {k.kind: {} for k in self.kinds}  # deleted since the last list
@@ -380,8 +404,7 @@ class ClusterCache:
                     continue
                 if e.status != 410:
                     failures += 1
-                    log.log(logging.WARNING if failures > 1 else logging.INFO,
-                            "watching %s failed (%s); listing again", kind.kind, e.reason)
+                    self._failures.log(kind.kind, failures, e.status, str(e.reason))
                     self._stop.wait(_retry_after(e))
                 version = ""
                 self.relists += 1

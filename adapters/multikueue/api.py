@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import time
 from typing import Any, Callable
 
 from kubernetes import client
@@ -18,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from clueue.engine.workloads import PREBUILT_LABEL  # the engine ties a worker's pods to their copy by it
 
+from ..kube.events import event_body, involved_object
 from ..kube.kinds import KUEUE_GROUP, kueue_version
 from ..kube.pacing import PendingWriteLimiter
 from ..kube.retry import update_with_retry
@@ -190,17 +190,11 @@ class EventRecorder:
         if type_ != "Warning" and not self.limit.take():
             self.dropped += 1
             return
-        namespace = meta.get("namespace") or "default"  # a cluster-scoped object's Events live in default
-        stamp = now()
-        involved = {"kind": obj.get("kind"), "apiVersion": f"{KUEUE_GROUP}/{self.version}", "name": meta.get("name"),
-                    "uid": meta.get("uid"), **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}
-        body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"namespace": namespace, "name": f"{meta.get('name')}.{time.time_ns():x}"},
-                "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_, "count": 1,
-                "firstTimestamp": stamp, "lastTimestamp": stamp, "reportingComponent": COMPONENT,
-                "source": {"component": COMPONENT}}
+        involved = involved_object(str(obj.get("kind")), f"{KUEUE_GROUP}/{self.version}", meta.get("namespace") or "",
+                                   str(meta.get("name")), meta.get("uid") or "", meta.get("resourceVersion") or "")
+        body = event_body(involved, type_, reason, message, COMPONENT)
         try:
-            self.core.create_namespaced_event(namespace, body)
+            self.core.create_namespaced_event(body["metadata"]["namespace"], body)
         except ApiException as e:
             log.info("event %s on %s not sent: %s", reason, key, e.reason)
 

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from .api import EventRecorder, KueueObjects, key_of
 from .checks import CheckController
@@ -72,9 +73,11 @@ class MultiKueue:
                     self.run_once()
                     self._told = ""
                 except Exception as e:  # noqa: BLE001 - logged once while it lasts; the next pass tries again
-                    said = f"{type(e).__name__}: {e}"
+                    said = _one_line(e)
                     if said != self._told:
-                        log.warning("multikueue pass failed: %s", said)
+                        # throttling (a fresh API server while every watch opens) is retried quietly
+                        throttled = isinstance(e, ApiException) and e.status == 429
+                        log.log(logging.DEBUG if throttled else logging.WARNING, "multikueue pass failed: %s", said)
                     self._told = said
             self._stop.wait(self.settings.sync_period)
 
@@ -107,3 +110,12 @@ class MultiKueue:
                 self._next_gc = time.monotonic() + self.settings.gc_interval
                 collect_garbage(manager_workloads, copies, workloads)
         self.passes += 1
+
+
+def _one_line(error: BaseException) -> str:
+    """An error as one log line: an API error by its status and reason (its text holds the
+    response's headers and body, many lines), anything else by its type and first line."""
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status} {error.reason}"
+    first = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {first[0] if first else ''}"

@@ -18,6 +18,7 @@ them with :func:`webhook_configurations`). Decisions they encode (docs/webhook.m
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -34,8 +35,9 @@ from clueue.engine.workloads import QUEUE_LABEL
 
 from .mutate import MANAGED_LABEL
 
-__all__ = ["MUTATING_NAME", "GATE_WEBHOOK", "GATE_PODGROUPS_WEBHOOK", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH", "webhook_configurations",
-           "selector_body", "register_configurations", "update_configurations"]
+__all__ = ["MUTATING_NAME", "GATE_WEBHOOK", "GATE_PODGROUPS_WEBHOOK", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH",
+           "webhook_configurations", "selector_body", "register_configurations", "update_configurations",
+           "registered_addresses", "unregister_configurations"]
 
 log = logging.getLogger(__name__)
 
@@ -121,45 +123,72 @@ def webhook_configurations(namespace: str, service: str | None = None, url: str 
     ]
 
 
-def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, Any]]) -> None:
+def register_configurations(api: client.ApiClient, bodies: Iterable[dict[str, Any]]) -> list[str]:
     """Create or replace each webhook configuration of ``bodies`` (keeping the caBundle already
     patched into it when the body has none).
 
+    Several controllers may register at once (two replicas started together): a create that
+    finds the configuration made meanwhile, or a replace that finds it changed (409 Conflict),
+    reads it again and replaces it, as the in-cluster path's updates do.
+
+    Returns:
+        the names of the configurations this call created (the others existed and were replaced).
+
     Raises:
-        AdapterError: the API refused (e.g. no permission on the configurations).
+        AdapterError: the API refused (e.g. no permission on the configurations), naming the
+            permission only when that is what it said.
     """
     admission = client.AdmissionregistrationV1Api(api)
+    created = []
     for body in bodies:
         kind, name = body["kind"], body["metadata"]["name"]
-        mutating = kind == "MutatingWebhookConfiguration"
-        read = admission.read_mutating_webhook_configuration if mutating else \
-            admission.read_validating_webhook_configuration
-        create = admission.create_mutating_webhook_configuration if mutating else \
-            admission.create_validating_webhook_configuration
-        replace = admission.replace_mutating_webhook_configuration if mutating else \
-            admission.replace_validating_webhook_configuration
         try:
-            try:
-                current = api.sanitize_for_serialization(call(lambda: read(name)))
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+            if _register(api, admission, body):
+                created.append(name)
+        except ApiException as e:
+            why = (f"the controller needs get, create and update on admissionregistration.k8s.io {kind.lower()}s"
+                   if e.status in (401, 403) else "other writers kept changing it" if e.status == 409
+                   else "see the API server's answer")
+            raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; {why}") from e
+    return created
+
+
+_REGISTER_ATTEMPTS = 10  # conflicts with other registering controllers before giving up
+
+
+def _register(api: client.ApiClient, admission: client.AdmissionregistrationV1Api, body: dict[str, Any]) -> bool:
+    """Create or replace one configuration; a 409 (made or changed meanwhile) reads it again.
+    True if it was created."""
+    name = body["metadata"]["name"]
+    mutating = body["kind"] == "MutatingWebhookConfiguration"
+    read = admission.read_mutating_webhook_configuration if mutating else \
+        admission.read_validating_webhook_configuration
+    create = admission.create_mutating_webhook_configuration if mutating else \
+        admission.create_validating_webhook_configuration
+    replace = admission.replace_mutating_webhook_configuration if mutating else \
+        admission.replace_validating_webhook_configuration
+    for attempt in range(_REGISTER_ATTEMPTS):
+        try:
+            found = missing_is_none(lambda: read(name))
+            if found is None:
                 call(lambda: create(body))
-                continue
+                return True
+            current = api.sanitize_for_serialization(found)
             bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
-            wanted = {**body, "metadata": {**body["metadata"],
-                                           "resourceVersion": current["metadata"]["resourceVersion"]}}
+            wanted = copy.deepcopy({**body, "metadata": {**body["metadata"],
+                                                         "resourceVersion": current["metadata"]["resourceVersion"]}})
             # a webhook new to the configuration (the PodGroup one) trusts what the others trust
             known = next((b for b in bundles.values() if b), None)
             for w in wanted["webhooks"]:
                 bundle = bundles.get(w["name"]) or known
                 if not w["clientConfig"].get("caBundle") and bundle:
                     w["clientConfig"] = {**w["clientConfig"], "caBundle": bundle}
-            call(lambda: replace(name, wanted))
+            call(lambda: replace(name, wanted))  # noqa: B023 - called within this iteration
+            return False
         except ApiException as e:
-            raise AdapterError(f"{kind} {name}: could not register it: HTTP {e.status} {e.reason}; the controller "
-                               "needs get, create and update on admissionregistration.k8s.io "
-                               f"{kind.lower()}s") from e
+            if e.status != 409 or attempt == _REGISTER_ATTEMPTS - 1:
+                raise
+            log.debug("%s %s changed while registering it; reading it again", body["kind"], name)
 
 
 def _selectors(config: Config) -> dict[str, dict[str, dict[str, Any]]]:
@@ -248,3 +277,58 @@ def update_configurations(api: client.ApiClient, *, ca_bundle: bytes | None = No
         if not found and warn_missing:
             log.warning("no webhook configuration named %s to update: apply deploy/ (or register it) so the "
                         "apiserver calls the webhook", name)
+
+
+def registered_addresses(api: client.ApiClient) -> dict[str, str]:
+    """Per configuration of clueue's (``clueue-pod-mutating``, ``clueue-pod-validating``) that is
+    registered, where its first webhook calls: its URL, or ``service NS/NAME``.
+
+    Raises:
+        AdapterError: the API refused to read them.
+    """
+    admission = client.AdmissionregistrationV1Api(api)
+    out: dict[str, str] = {}
+    for name, read in ((MUTATING_NAME, admission.read_mutating_webhook_configuration),
+                       (VALIDATING_NAME, admission.read_validating_webhook_configuration)):
+        try:
+            found = missing_is_none(lambda: read(name))  # noqa: B023 - called within this iteration
+        except ApiException as e:
+            raise AdapterError(f"reading webhook configuration {name}: HTTP {e.status} {e.reason}") from e
+        hooks = (found.webhooks or []) if found is not None else []
+        if found is None or not hooks:
+            continue
+        where = hooks[0].client_config
+        out[name] = where.url or f"service {where.service.namespace}/{where.service.name}"
+    return out
+
+
+def unregister_configurations(api: client.ApiClient, url: str, names: Sequence[str]) -> list[str]:
+    """Delete the webhook configurations ``names`` (those a controller run outside the cluster
+    created, which is stopping) while they call ``url``: left behind, their ``failurePolicy:
+    Fail`` would refuse every queued Pod. One that calls elsewhere now (another controller
+    registered it since) is left; each is deleted only as read (its resourceVersion). Returns the
+    names deleted; a failure is logged, not raised (the process is stopping)."""
+    admission = client.AdmissionregistrationV1Api(api)
+    deleted = []
+    for name, read, delete in (
+            (MUTATING_NAME, admission.read_mutating_webhook_configuration,
+             admission.delete_mutating_webhook_configuration),
+            (VALIDATING_NAME, admission.read_validating_webhook_configuration,
+             admission.delete_validating_webhook_configuration)):
+        if name not in names:
+            continue
+        try:
+            found = missing_is_none(lambda: read(name))  # noqa: B023 - called within this iteration
+            if found is None or not all((w.client_config.url or "").startswith(url.rstrip("/") + "/")
+                                        for w in found.webhooks or []):
+                continue
+            options = client.V1DeleteOptions(preconditions=client.V1Preconditions(
+                uid=found.metadata.uid, resource_version=found.metadata.resource_version))
+            call(lambda: delete(name, body=options))  # noqa: B023
+            deleted.append(name)
+        except ApiException as e:
+            log.warning("could not remove webhook configuration %s (it calls %s, which stops answering): "
+                        "HTTP %s %s; delete it: kubectl delete %s %s", name, url, e.status, e.reason,
+                        "mutatingwebhookconfiguration" if name == MUTATING_NAME else "validatingwebhookconfiguration",
+                        name)
+    return deleted

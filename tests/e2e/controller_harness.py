@@ -62,12 +62,15 @@ def api(cluster: ControlPlane) -> Iterator[client.ApiClient]:
 
 
 def start_controller(plane: ControlPlane, *args: str, env: dict[str, str] | None = None,
-                     kubeconfig: Path | None = None) -> subprocess.Popen[bytes]:
+                     kubeconfig: Path | None = None, gating: bool = True) -> subprocess.Popen[bytes]:
     """``clueue controller --kubeconfig <admin> --metrics-bind-address 127.0.0.1:0 *args`` in a
-    new process; its logs go to a file (``proc.log_path``)."""
+    new process; its logs go to a file (``proc.log_path``). Without ``--webhook`` in ``args`` it
+    runs with ``--no-webhook`` (``gating=False``: neither, the controller decides)."""
     log = Path(tempfile.mkstemp(prefix="clueue-controller-", suffix=".log")[1])
+    # Without --webhook, explicitly without: outside a cluster the controller refuses to run ungated.
+    ungated = () if not gating or "--webhook" in args or "--no-webhook" in args else ("--no-webhook",)
     argv = [sys.executable, "-c", _MAIN, "controller", "--kubeconfig", str(kubeconfig or plane.kubeconfig),
-            "--metrics-bind-address", "127.0.0.1:0", *args]
+            "--metrics-bind-address", "127.0.0.1:0", *ungated, *args]
     environment = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     with log.open("wb") as out:

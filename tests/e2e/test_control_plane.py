@@ -43,6 +43,7 @@ KINDS: dict[str, tuple[str, str, bool, tuple[str, ...]]] = {
     "MultiKueueCluster": (KUEUE, "multikueueclusters", False, ("v1beta1", "v1beta2")),
     "Topology": (KUEUE, "topologies", False, ("v1beta1", "v1beta2")),
     "PodGroup": (SCHEDULING, "podgroups", True, ("v1alpha1",)),
+    "ProvisioningRequestConfig": (KUEUE, "provisioningrequestconfigs", False, ("v1beta1", "v1beta2")),
 }
 
 #: Manifests as users write them, and statuses as controllers write them (see the files).
@@ -348,11 +349,11 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
     cq = {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "columns"}}
     patch_status(objects, cq, namespace, {"pendingWorkloads": 3, "admittedWorkloads": 2, "reservingWorkloads": 2})
     columns = table(kube, f"/apis/{KUEUE}/v1beta2/clusterqueues/columns")
-    assert {k: columns[k] for k in ("Cohort", "Strategy", "Pending", "Admitted")} == {
+    assert {k: columns[k] for k in ("Cohort", "Strategy", "Pending Workloads", "Admitted Workloads")} == {
         "Cohort": "columns-cohort",
         "Strategy": "StrictFIFO",
-        "Pending": "3",
-        "Admitted": "2",
+        "Pending Workloads": "3",
+        "Admitted Workloads": "2",
     }
     # The v1beta1 view reads the v1beta1 field name (a v1beta2 manifest shows in "Cohort Name").
     assert "Cohort" in table(kube, f"/apis/{KUEUE}/v1beta1/clusterqueues/columns")
@@ -366,11 +367,7 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
     create(objects, lq, namespace)
     patch_status(objects, lq, namespace, {"pendingWorkloads": 1, "admittedWorkloads": 5})
     columns = table(kube, f"/apis/{KUEUE}/v1beta2/namespaces/{namespace}/localqueues/q")
-    assert {k: columns[k] for k in ("ClusterQueue", "Pending", "Admitted")} == {
-        "ClusterQueue": "columns",
-        "Pending": "1",
-        "Admitted": "5",
-    }
+    assert columns == {"Name": "q", "ClusterQueue": "columns", "Pending Workloads": "1", "Admitted Workloads": "5"}
 
     wl = {
         "apiVersion": f"{KUEUE}/v1beta2",
@@ -405,12 +402,43 @@ def test_kubectl_get_columns(kube: ControlPlane, objects: client.CustomObjectsAp
         },
     )
     columns = table(kube, f"/apis/{KUEUE}/v1beta2/namespaces/{namespace}/workloads/w")
-    assert {k: columns[k] for k in ("Queue", "Reserved in", "Admitted")} == {
+    assert {k: columns[k] for k in ("Queue", "Reserved in", "Admitted", "Finished")} == {
         "Queue": "q",
         "Reserved in": "columns",
         "Admitted": "True",
+        "Finished": "None",  # not finished: no such condition (kubectl prints <none>)
     }
     assert "Age" in columns
+
+
+#: What Kueue v0.19's CRDs print, by kind: `kubectl get` columns (after NAME) and those `-o wide`
+#: adds, in order; a user's scripts parse them. clueue may add its own after these, in -o wide only.
+KUEUE_COLUMNS: dict[str, tuple[list[str], list[str]]] = {
+    "clusterqueues": (["Cohort", "Pending Workloads"], ["Strategy", "Admitted Workloads"]),
+    "localqueues": (["ClusterQueue", "Pending Workloads", "Admitted Workloads"], []),
+    "workloads": (["Queue", "Reserved in", "Admitted", "Finished", "Age"], []),
+    "workloadpriorityclasses": (["Value"], []),
+    "multikueueclusters": (["Connected", "Age"], []),
+    "admissionchecks": (["Age"], []),  # no columns of its own: kubectl's NAME AGE
+    "cohorts": (["Age"], []),
+    "resourceflavors": (["Age"], []),
+    "topologies": (["Age"], []),
+    "multikueueconfigs": (["Age"], []),
+    "provisioningrequestconfigs": (["Age"], []),
+}
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2"])
+@pytest.mark.parametrize("plural", sorted(KUEUE_COLUMNS))
+def test_kubectl_get_prints_kueues_columns(kube: ControlPlane, plural: str, version: str) -> None:
+    namespaced = plural in ("localqueues", "workloads")
+    path = f"/apis/{KUEUE}/{version}/{'namespaces/default/' if namespaced else ''}{plural}"
+    definitions = kube.get_json(path, accept=TABLE)["columnDefinitions"]
+    shown = [c["name"] for c in definitions if c["priority"] == 0]
+    wide = [c["name"] for c in definitions if c["priority"] > 0]
+    default, extra = KUEUE_COLUMNS[plural]
+    assert shown == ["Name", *default]
+    assert wide[: len(extra)] == extra
 
 
 @pytest.mark.parametrize(

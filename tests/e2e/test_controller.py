@@ -15,6 +15,7 @@ import signal
 import time
 import urllib.request
 
+import pytest
 from kubernetes import client
 
 from clueue.adapters.kube.apply import GATE
@@ -154,7 +155,12 @@ def test_a_missing_namespace_is_created(cluster, api):
     proc = start_controller(cluster, *FAST, "--namespace", ns)
     try:
         wait_until(lambda: lease_holder(api, DECIDER_LEASE, ns), 60, f"the decider lease in {ns}", proc=proc)
-        assert client.CoreV1Api(api).read_namespace(ns).metadata.name == ns
+        created = client.CoreV1Api(api).read_namespace(ns).metadata
+        assert created.name == ns
+        # saved as `kubectl create --save-config` would: a later `kubectl apply -k deploy/` (its
+        # namespace.yaml) merges into it instead of warning about a missing annotation
+        saved = json.loads(created.annotations["kubectl.kubernetes.io/last-applied-configuration"])
+        assert (saved["kind"], saved["metadata"]["name"]) == ("Namespace", ns)
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
     assert f"created namespace {ns}" in controller_log(proc)
@@ -181,6 +187,68 @@ def test_the_namespace_given_is_the_one_left_unqueued(cluster, api):
         code = stop_controller(proc)
         unregister_webhooks(api)
     assert code == 0, controller_log(proc)[-3000:]
+
+
+def test_outside_a_cluster_against_a_local_api_server_it_serves_its_own_webhook(cluster, api):
+    """Issue 34: `clueue controller --kubeconfig K` alone ran without a webhook, so queued Pods
+    started at once and were admitted over the quota. With no clueue webhook configuration
+    registered and the API server on this machine, it now serves the webhook on loopback,
+    registered by URL, so a queued Pod is gated as it is created; the registration goes with it."""
+    unregister_webhooks(api)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    proc = start_controller(cluster, *FAST, "--webhook-bind-address", f"127.0.0.1:{port}", gating=False)
+    admission = client.AdmissionregistrationV1Api(api)
+
+    def calls_it() -> bool:
+        try:
+            return admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0].client_config.url \
+                .startswith(url)
+        except client.ApiException:
+            return False
+    ns = f"local-{tag()}"
+    core = client.CoreV1Api(api)
+    try:
+        wait_until(calls_it, 120, "the webhook registered", proc=proc)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        made = core.create_namespaced_pod(ns, client.V1Pod(
+            metadata=client.V1ObjectMeta(name="queued", labels={"kueue.x-k8s.io/queue-name": "nowhere"}),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))
+        assert [g.name for g in made.spec.scheduling_gates or []] == [GATE]
+    finally:
+        code = stop_controller(proc)
+        unregister_webhooks(api)
+    assert code == 0, controller_log(proc)[-3000:]
+    assert "serving the Pod webhook at " + url in controller_log(proc)
+    assert "removed webhook configurations clueue-pod-mutating, clueue-pod-validating" in controller_log(proc)
+
+
+def test_a_url_registration_is_removed_when_its_controller_stops(cluster, api):
+    """Issue 34: a --webhook-url run's failurePolicy Fail configurations outlived it and refused
+    every queued Pod; the configurations it created go with it (SIGTERM)."""
+    unregister_webhooks(api)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    proc = start_controller(cluster, *FAST, "--webhook", "--webhook-bind-address", f"127.0.0.1:{port}",
+                            "--webhook-url", url)
+    admission = client.AdmissionregistrationV1Api(api)
+
+    def calls_it() -> bool:
+        try:
+            return admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0].client_config.url \
+                .startswith(url)
+        except client.ApiException:
+            return False
+    try:
+        wait_until(calls_it, 60, "the webhook registered", proc=proc)
+    finally:
+        code = stop_controller(proc)
+    assert code == 0, controller_log(proc)[-3000:]
+    for read in (admission.read_mutating_webhook_configuration, admission.read_validating_webhook_configuration):
+        with pytest.raises(client.ApiException) as gone:
+            read(MUTATING_NAME if read == admission.read_mutating_webhook_configuration else "clueue-pod-validating")
+        assert gone.value.status == 404
+    assert "removed webhook configurations clueue-pod-mutating, clueue-pod-validating" in controller_log(proc)
 
 
 def test_a_higher_priority_workload_preempts_and_is_admitted_by_the_next_cycle(cluster, api):

@@ -518,7 +518,8 @@ def test_the_deployment_args_are_the_controller_cli(manifests: list[dict[str, An
 
 def test_the_configmap_holds_the_default_configuration(manifests: list[dict[str, Any]], tmp_path: Path) -> None:
     """The Configuration shipped in deploy/ is clueue's default one, spelled out, with a decision
-    log on the Deployment's PersistentVolumeClaim, bounded below the claim's size."""
+    log on the Deployment's own volume (an emptyDir: no StorageClass needed, so the Pods never
+    wait for a claim), bounded below its size limit; the replicas are spread over nodes."""
     from dataclasses import replace
 
     from clueue.adapters.decisionlog.units import parse_size
@@ -535,12 +536,37 @@ def test_the_configmap_holds_the_default_configuration(manifests: list[dict[str,
     (mount,) = [m for m in template["containers"][0]["volumeMounts"] if log.path.startswith(m["mountPath"] + "/")]
     assert not mount.get("readOnly")
     (volume,) = [v for v in template["volumes"] if v["name"] == mount["name"]]
-    (claim,) = [c for c in by_kind(manifests, "PersistentVolumeClaim")
-                if c["metadata"]["name"] == volume["persistentVolumeClaim"]["claimName"]]
-    assert log.max_bytes < parse_size(claim["spec"]["resources"]["requests"]["storage"])
-    # A ReadWriteOnce volume attaches to one node: the replicas must share it.
+    assert log.max_bytes < parse_size(volume["emptyDir"]["sizeLimit"])
+    assert not by_kind(manifests, "PersistentVolumeClaim")
+    assert set(template["affinity"]) == {"podAntiAffinity"}  # spread, when there are several nodes
+    (term,) = template["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_the_persistent_decision_log_component_puts_the_log_on_its_claim(manifests: list[dict[str, Any]]) -> None:
+    """deploy/persistent-decision-log (a kustomize Component, off by default) replaces the
+    decisions volume by its claim, large enough for the log, and keeps the replicas together
+    while the claim is ReadWriteOnce (a pod on another node could not attach it)."""
+    from clueue.adapters.decisionlog.units import parse_size
+
+    folder = DEPLOY / "persistent-decision-log"
+    component = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    (claim,) = [d for f in component["resources"] for d in yaml.safe_load_all((folder / f).read_text()) if d]
+    assert claim["kind"] == "PersistentVolumeClaim" and claim["metadata"]["namespace"] == NAMESPACE
+    (patch,) = [yaml.safe_load((folder / p["path"]).read_text()) for p in component["patches"]]
+    (deployment,) = by_kind(manifests, "Deployment")
+    assert patch["metadata"]["name"] == deployment["metadata"]["name"]
+    (volume,) = patch["spec"]["template"]["spec"]["volumes"]
+    assert volume == {"name": "decisions", "emptyDir": None,
+                      "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    config = yaml.safe_load(by_kind(manifests, "ConfigMap")[0]["data"]["config.yaml"])
+    assert parse_size(config["decisionLog"]["retention"]["maxBytes"]) < \
+        parse_size(claim["spec"]["resources"]["requests"]["storage"])
+    affinity = patch["spec"]["template"]["spec"]["affinity"]
     if "ReadWriteMany" not in claim["spec"]["accessModes"]:
-        (term,) = template["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert affinity["podAntiAffinity"] is None
+        (term,) = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term["topologyKey"] == "kubernetes.io/hostname"
 
 

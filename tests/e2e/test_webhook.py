@@ -261,6 +261,41 @@ def test_rotation_renews_and_the_server_reloads_without_restart(env: Env) -> Non
     assert [g.name for g in created.spec.scheduling_gates] == [GATE]
 
 
+def test_replicas_registering_together_all_succeed(env: Env) -> None:
+    """Two controllers started together outside a cluster (--webhook-url) both register the
+    configurations: the one whose create or replace meets the other's write (409) reads again
+    and replaces, rather than exiting. Configurations of other names, gating no namespace."""
+    import threading
+
+    bodies = webhook_configurations(CONTROLLER_NS, url=f"https://127.0.0.1:{env.server.port}")
+    for body in bodies:
+        body["metadata"]["name"] = "race-" + body["metadata"]["name"]
+        body["webhooks"][0]["namespaceSelector"] = {"matchLabels": {"clueue.dev/race-test": "no-namespace"}}
+    admission = client.AdmissionregistrationV1Api(env.api)
+    replicas = 6
+    for _ in range(10):  # rounds from nothing registered, each a race to create, then to replace
+        start, failures = threading.Barrier(replicas), []
+
+        def replica() -> None:
+            with env.plane.api_client() as api:
+                client.VersionApi(api).get_code()  # connected before the race starts
+                start.wait()
+                try:
+                    register_configurations(api, bodies)
+                except AdapterError as e:
+                    failures.append(str(e))
+
+        threads = [threading.Thread(target=replica) for _ in range(replicas)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        assert admission.read_mutating_webhook_configuration("race-" + MUTATING_NAME).webhooks[0].client_config.url
+        admission.delete_mutating_webhook_configuration("race-" + MUTATING_NAME)
+        admission.delete_validating_webhook_configuration("race-" + VALIDATING_NAME)
+
+
 def test_with_the_webhook_down_queued_pods_are_refused_and_others_created(env: Env) -> None:
     """Last in this module: it stops the server."""
     env.server.stop()

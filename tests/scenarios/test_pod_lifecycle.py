@@ -183,3 +183,21 @@ def test_a_finished_workload_object_releases_its_quota():
     assert states(plan) == {"default/job": "finished", "default/pod-next": "admitted"}
     assert plan.workload("default/job").reasons[0].message == "its Workload is Finished"
     assert not [a for a in plan.actions if a.kind == "finish"]  # someone else's to finish
+
+
+def test_an_evicted_pod_being_deleted_holds_quota_only_while_it_runs():
+    # Issue 34: an evicted pod still Pending (scheduled, its deletion pending) kept its quota, so
+    # the next workload read "0 free" while the ClusterQueue's status showed it free. As Kueue
+    # counts a pod active only while Running, a deleted pod's quota is free once it does not run.
+    def leaving(phase: str) -> dict[str, Any]:
+        p = tracked(pod("old", cpu="4", gated=False, phase=phase), ran_under="wl-1", deleting=True)
+        p["spec"]["nodeName"] = "node-1"
+        return p
+
+    evicted = workload("pod-old", cpu="4")  # owned by its pod; its admission released by the eviction
+    evicted["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "old", "uid": "uid-old"}]
+    plan = run(QUEUE, leaving("Pending"), evicted, tracked(pod("next", cpu="4", minute=1)))
+    assert states(plan) == {"default/pod-next": "admitted"}  # the one leaving is not queued again either
+    assert actions(plan, "finalize-pod") == {}  # its kubelet ends it
+    plan = run(QUEUE, leaving("Running"), evicted, tracked(pod("next", cpu="4", minute=1)))
+    assert states(plan)["default/pod-next"] == "pending"  # still running: its quota is still held

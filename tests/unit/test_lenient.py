@@ -116,3 +116,27 @@ def test_a_malformed_started_pod_stops_new_admissions_in_its_tree():
     running["spec"]["containers"][0]["resources"] = "lots"
     plan = _plan(_cluster(), running, pod("next", minute=1))
     assert [r.code for r in plan.workload("default/pod-next").reasons] == ["QuotaUnknown"]
+
+
+def test_an_admission_naming_a_pod_set_the_spec_lacks_stops_new_admissions_in_its_tree():
+    # Issue 34: it was counted as holding nothing, and a 4-cpu pod was admitted beside its 4 cpu.
+    stray = workload("stray", cpu="4", admitted_in=("cq", "f"))
+    stray["status"]["admission"]["podSetAssignments"][0].update(name="other", resourceUsage={"cpu": "4"})
+    plan = _plan(_cluster(cpu=4), stray, pod("next", cpu="4", minute=1))
+    assert plan.workload("default/pod-next").state == "pending"
+    assert [r.code for r in plan.workload("default/pod-next").reasons] == ["QuotaUnknown"]
+    (rejected,) = plan.rejected
+    assert (rejected.field, rejected.holds_quota) == ("status.admission.podSetAssignments[0].name", True)
+    assert "'other', which spec.podSets does not have (main)" in rejected.message
+    assert not [a for a in plan.actions if a.workload == "default/stray"]  # it keeps its admission
+
+
+def test_pods_of_a_group_whose_workload_cannot_be_read_are_not_deleted():
+    # A group's Workload left out as malformed is not a deleted one: its ungated pods keep running.
+    members = group("g", 1)
+    members[0]["spec"].pop("schedulingGates", None)
+    members[0]["metadata"].setdefault("annotations", {})["clueue.dev/workload-uid"] = "uid-1"
+    bad = workload("g", pod_sets=_BAD_TEMPLATE, admitted_in=("cq", "f"))
+    bad["metadata"]["uid"] = "uid-1"
+    plan = _plan(_cluster(), members, bad)
+    assert not [a for a in plan.actions if a.kind == "delete-pod"], plan.actions

@@ -190,3 +190,14 @@ def test_a_reservation_awaiting_admission_checks_is_counted_admitted_only_once_e
     assert value(m, "clueue_quota_reserved_workloads_total", cluster_queue="cq") == 1
     assert value(m, "clueue_admitted_workloads_total", cluster_queue="cq") == 1
     assert value(m, "clueue_admission_wait_time_seconds_sum", cluster_queue="cq") == 540
+
+
+def test_a_deactivated_workload_is_not_a_pending_one() -> None:
+    # Issue 34: as in the queues' status, a stopped workload (spec.active: false) waits in no queue.
+    stopped = workload("stopped", cpu="1", minute=2)
+    stopped["spec"]["active"] = False
+    m = Metrics()
+    m.record_cycle(cycle(queues(cpu=1), workload("runs", cpu="1", minute=0), stopped,
+                         workload("next", cpu="1", minute=3)))
+    assert value(m, "clueue_pending_workloads", cluster_queue="cq", status="active") == 1  # next only
+    assert (value(m, "clueue_pending_workloads", cluster_queue="cq", status="inadmissible") or 0) == 0

@@ -77,3 +77,23 @@ def test_local_queue_reasons_and_a_stopped_one_has_no_pending_workloads():
     assert st.local_queues["default/lost"].active.reason == "ClusterQueueDoesNotExist"
     assert st.cluster_queues["cq"].pending == 0 and "default/w" not in st.positions
     assert "default/w" in pending_positions(plan)  # without the snapshot, the queue's stop is unknown
+
+
+def test_a_cluster_queue_without_a_cohort_borrows_nothing_even_over_committed():
+    # two admissions recorded by hand hold 5 cpu of a 2-cpu queue: over-committed, not borrowing
+    # (Kueue writes borrowed 0 for a ClusterQueue without a cohort); the excess is overcommit's
+    _, st = _statuses(flavor("f"), cluster_queue("cq", {"f": {"cpu": 2}}), local_queue("cq"),
+                      workload("a", cpu="3", admitted_in=("cq", "f")), workload("b", cpu="2", admitted_in=("cq", "f")))
+    assert _usage(st.cluster_queues["cq"].flavors_usage) == {("f", "cpu"): ("5", "0")}
+    assert _usage(st.cluster_queues["cq"].flavors_reservation) == {("f", "cpu"): ("5", "0")}
+
+
+def test_a_deactivated_workload_is_not_pending_and_has_no_position():
+    # kueuectl stop workload sets spec.active: false; Kueue takes it out of its queues
+    stopped = workload("stopped", cpu="1", minute=1)
+    stopped["spec"]["active"] = False
+    plan, st = _statuses(flavor("f"), cluster_queue("cq", {"f": {"cpu": 1}}), local_queue("cq"),
+                         workload("running", cpu="1", minute=0), stopped, workload("next", cpu="1", minute=2))
+    assert plan.workload("default/stopped").state in ("pending", "inadmissible")
+    assert "default/stopped" not in st.positions and st.positions["default/next"] == (0, 0)
+    assert st.cluster_queues["cq"].pending == 1 and st.local_queues["default/main"].pending == 1
