@@ -96,7 +96,8 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         plan = run(snapshot)
         applied = apply_plan(api, unsettled(plan, cached) if cached else plan, dry_run=dry_run,
                              fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
-                             workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned)
+                             workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned,
+                             basis=snapshot)  # every write conditional on what this snapshot held
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors,

@@ -53,22 +53,29 @@ def write_podgroup_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan,
         return [], None
     decisions = podgroup_statuses(snapshot, plan, int(time.time() if now is None else now))
     writes = apply_podgroup_decisions(api, decisions, version=version, fence=fence, dry_run=dry_run, errors=errors,
-                                      written=written)
+                                      written=written, basis=snapshot)
     return writes, decisions.next_due or None
 
 
 def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions, *, version: str = "v1beta1",
                              fence: Callable[[], None] | None = None, dry_run: bool = False,
-                             errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
-                             ) -> list[str]:
-    """Write ``decisions`` (see :func:`write_podgroup_status`): releases first, then statuses."""
+                             errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None,
+                             basis: Snapshot | None = None) -> list[str]:
+    """Write ``decisions`` (see :func:`write_podgroup_status`): releases first, then statuses.
+    With ``basis``, the snapshot they were decided from, each write lands only on the object it
+    held (same uid): a PodGroup or Workload deleted and made anew since is left as it is."""
     custom = client.CustomObjectsApi(api)
     core = client.CoreV1Api(api)
     dry = {"dry_run": "All"} if dry_run else {}
     writer = _GroupWriter(api, fence or (lambda: None), errors)
 
     def read(ns: str, name: str) -> Callable[[], Any]:
-        return lambda: custom.get_namespaced_custom_object(SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name)
+        seen = basis.pod_groups.get(f"{ns}/{name}") if basis is not None else None
+
+        def decided_about() -> Any:  # another PodGroup of that name is taken for none: nothing written on it
+            obj = custom.get_namespaced_custom_object(SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name)
+            return None if seen is not None and seen.uid and (obj.get("metadata") or {}).get("uid") != seen.uid else obj
+        return decided_about
 
     def annotate(ns: str, name: str, values: dict[str, str | None]) -> Callable[[dict[str, Any]], Any]:
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -90,8 +97,13 @@ def apply_podgroup_decisions(api: client.ApiClient, decisions: PodGroupDecisions
                               field_manager=MANAGER, **dry))
             if r.workload:  # its quota back: the pods recreated queue anew (apply makes a new Workload)
                 ns, name = r.workload.split("/", 1)
-                writer.delete(f"Workload {r.workload}", lambda ns=ns, name=name: custom.delete_namespaced_custom_object(
-                    KUEUE_GROUP, version, ns, "workloads", name, **dry))
+                held = basis.workloads.get(r.workload) if basis is not None else None
+                # the Workload decided about, by uid: a new one of that name (made since) is not released
+                only = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=held.uid)) \
+                    if held is not None and held.uid else None
+                writer.delete(f"Workload {r.workload}", lambda ns=ns, name=name, only=only:
+                              custom.delete_namespaced_custom_object(KUEUE_GROUP, version, ns, "workloads", name,
+                                                                     body=only, **dry))
             for pod in r.pods:
                 writer.delete(f"Pod {pod.namespace}/{pod.name}", lambda p=pod: core.delete_namespaced_pod(
                     p.name, p.namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=p.uid)),
