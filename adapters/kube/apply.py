@@ -371,17 +371,19 @@ class _Applier:
         """Why Workload ``workload`` of ``uid`` is, as a controller's cache already shows, no longer
         there to run pods under ("" if the cache does not show that): deleted (only known for one
         the snapshot held, the cache being at least as new as it; one made by this apply may just
-        not have come back yet), being deleted, or replaced by another of the same name."""
+        not have come back yet), being deleted, or replaced by another of the same name (not the
+        one the snapshot held, which this apply may have replaced itself, unseen by the cache yet)."""
         if self.cached is None or not uid:
             return ""
+        seen = self.basis.workloads.get(workload) if self.basis is not None else None
         doc = self.cached("Workload", workload)
         if doc is None:
-            seen = self.basis.workloads.get(workload) if self.basis is not None else None
             return f"{workload} was deleted" if seen is not None and seen.uid == uid else ""
         meta = dict(doc.body).get("metadata") or {}
-        if meta.get("uid") != uid:
-            return f"{workload} was replaced by another Workload of that name"
-        return f"{workload} is being deleted" if meta.get("deletionTimestamp") else ""
+        if meta.get("uid") == uid:
+            return f"{workload} is being deleted" if meta.get("deletionTimestamp") else ""
+        return "" if seen is not None and meta.get("uid") == seen.uid else \
+            f"{workload} was replaced by another Workload of that name"
 
     def _fenced(self, write: Callable[[], T], deleting: tuple[str, str] | None = None) -> T:
         """A write, sent only while the decider lease is surely held (lease.py): checked again
