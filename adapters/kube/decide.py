@@ -74,7 +74,9 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     a backlog of thousands costs the reads of what changed, not one read per Workload; and
     apply tries its updates on the cached objects first rather than reading them.
     ``workers``, ``should_stop``, ``events`` (a limit on routine Events) and ``warned`` (the
-    Warnings already sent) are :func:`~.apply.apply_plan`'s.
+    Warnings already sent) are :func:`~.apply.apply_plan`'s. The plan is applied against the
+    snapshot it was decided from (``basis``): a write whose object was deleted or replaced since
+    is skipped, never sent to another object nor made anew (docs/concurrency.md).
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
