@@ -458,10 +458,10 @@ class _Applier:
                 if ((start or {}).get("metadata") or {}).get("deletionTimestamp"):
                     self.result.skipped.append(f"create {label}: the one it replaces is still being deleted")
                     return
-                if about is not None:  # the plan was decided on there being none: this one is not decided about
+                if about is not None and not _as_made(entry, start):  # not this create's, its answer lost
                     self.result.skipped.append(f"create {label}: {_MADE_MEANWHILE}")
                     return
-                if assumed_absent and start is not None:  # not read before: made to match its pods now
+                if (assumed_absent or about is not None) and start is not None:  # made to match its pods now
                     start = existing = self._consistent(entry, start)
                     if start is None:
                         self.result.skipped.append(f"create {label}: it was made meanwhile; replaced next cycle")
@@ -1239,6 +1239,19 @@ class _Reading:
         """The write's answer: the object as it now is."""
         self.last, self.fresh = obj, True
         return obj
+
+
+def _as_made(entry: WorkloadEntry, obj: dict[str, Any] | None) -> bool:
+    """Whether Workload ``obj``, found by a create of ``entry``'s that failed as existing, is the
+    one that create made, its answer lost (a retry then finds it), as far as can be told: made
+    for the pods of ``entry`` (its origin, owned by exactly their uids), recording no admission
+    and no status at all yet. Anything else was made by someone else since the snapshot."""
+    if obj is None or obj.get("status"):
+        return False
+    meta = obj.get("metadata") or {}
+    owners = {o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"}
+    return (meta.get("labels") or {}).get("clueue.dev/origin") == entry.origin and \
+        bool(owners) and owners == {uid for _, uid in entry.pods if uid}
 
 
 def _uid(obj: Any) -> str:
