@@ -83,7 +83,8 @@ decision, nor written onto another object:
   the uid of a Workload it ran under (``clueue.dev/workload-uid``: that Workload was deleted, so
   their group ended), and, with a controller's cache, only while every pod decided about is
   still there with the same uid. A Workload made meanwhile by someone else (the create's 409)
-  is not written on.
+  is not written on; one that a retried create of this apply made, its answer lost, is told
+  from it by :func:`_as_made` (owned by exactly the pods decided about, no status yet).
 - *Workload deletion* (a mismatched or unbuildable one, a released PodGroup's):
   preconditions on the uid (and resourceVersion) of the one decided about.
 - *Pods*: ungated, unfinalized and deleted only by the uid the plan names (an update checks it,
