@@ -51,7 +51,8 @@ Every write derives the change from the object as last known, and writes with it
 resourceVersion; on a conflict it reads again and derives the change anew. The object known is
 the one read, or the answer to the previous write of it (a status written on the Workload just
 created), or a controller's cached copy (``cached``): a stale copy costs one conflict, never a
-wrong write. A Workload missing from that cache is created without being read first. A change
+wrong write. A Workload missing from that cache is created without being read first, if the
+snapshot held none either (below). A change
 already in place is skipped, so applying the same plan twice writes nothing the second time, and
 neither does a second cycle on an unchanged cluster: a pending Workload's
 ``QuotaReserved=False`` condition carries a digest of its reasons' codes and data
@@ -63,6 +64,37 @@ controller's Event limit (``events``) drops the Normal ones beyond its rate (cou
 Warning, so Events do not spend the write budget decisions need. A controller
 also paces those pending writes (``pending_writes``, pacing.py): the ones its limit holds back
 are left for a later cycle; no decision is ever held back.
+
+**A decision never outlives what it decided about.** A plan is decided from a snapshot
+(``basis``); by the time of a write, what it decided about may be gone, or replaced by a new
+object of the same name (new uid). Every write is therefore conditional on the object decided
+about, and fails closed: skipped and reported (``skipped``, or ``errors`` for a pod left gated),
+for the next cycle to decide from the cluster as it is then; nothing is made anew from an old
+decision, nor written onto another object:
+
+- *Workload status* (admission, pending reasons, eviction, finish, admission checks,
+  nomination, deactivation, owner references): only onto the Workload of the uid the snapshot
+  held, or onto the one this apply made because it held none; the update carries the
+  resourceVersion it read and, on a conflict, is derived anew only from that same Workload. One
+  deleted since is not made again; one of another uid is left as it is. So an admission is
+  only ever recorded on the exact Workload it was decided for.
+- *Workload creation*: only for pods the snapshot held with no Workload of that name (or whose
+  Workload this apply itself deleted, as read, to replace it), none of whose live pods records
+  the uid of a Workload it ran under (``clueue.dev/workload-uid``: that Workload was deleted, so
+  their group ended), and, with a controller's cache, only while every pod decided about is
+  still there with the same uid. A Workload made meanwhile by someone else (the create's 409)
+  is not written on; one that a retried create of this apply made, its answer lost, is told
+  from it by :func:`_as_made` (owned by exactly the pods decided about, no status yet).
+- *Workload deletion* (a mismatched or unbuildable one, a released PodGroup's):
+  preconditions on the uid (and resourceVersion) of the one decided about.
+- *Pods*: ungated, unfinalized and deleted only by the uid the plan names (an update checks it,
+  a delete carries it as a precondition), and ungated only under the Workload decided about,
+  as its admission is recorded (by uid), and not when a controller's cache already shows that
+  Workload deleted or replaced: the pod stays gated. Deleted after its pods were ungated, an
+  admitted Workload has ended its group (engine/workloads.py): its pods, which record its uid,
+  are deleted by the next cycle.
+- *PodGroup status and release*: only onto the PodGroup of the uid the snapshot held
+  (podgroup_status.py).
 
 **Concurrent writes.** The writes of one workload (its Workload and status, then its pods, its
 eviction) form a chain, kept in the order above; chains of different workloads depend on
@@ -101,7 +133,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clueue.engine import Document, Plan, WorkloadEntry
+from clueue.engine import Document, Plan, Snapshot, WorkloadEntry
 from clueue.engine.plan import UNBUILT_CODES
 from clueue.engine.objects import Rejected
 from clueue.engine.preemption import RULES
@@ -282,7 +314,8 @@ class _Applier:
     def __init__(self, api: client.ApiClient, plan: Plan, dry_run: bool, fence: Callable[[], None],
                  pending_writes: PendingWriteLimiter | None = None,
                  cached: Callable[[str, str], Document | None] | None = None,
-                 events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None) -> None:
+                 events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None,
+                 basis: Snapshot | None = None) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -296,6 +329,8 @@ class _Applier:
         self.uids: dict[str, str] = {}  # workload -> the uid of the Workload that admission is recorded on
         self.checks: dict[str, dict[str, str]] = {}  # workload -> its admission checks' states, as last read
         self.admitted: dict[str, bool] = {}  # workload -> whether it was recorded Admitted=True, as last read
+        self.basis = basis  # the snapshot the plan was decided from: what each write must still find
+        self.about: dict[str, str] = {}  # workload -> uid of the Workload this chain made in its place ("": none)
         self.pending_writes = pending_writes
         self.cached = cached
         self.event_limit = events
@@ -312,6 +347,7 @@ class _Applier:
         twin.result, twin.events = ApplyResult(), []
         if not keep:
             twin.entries, twin.recorded, twin.uids, twin.checks, twin.admitted = {}, {}, {}, {}, {}
+            twin.about = {}
         return twin
 
     def _first(self, kind: str, key: str) -> Any:
@@ -319,6 +355,36 @@ class _Applier:
         a conflict reads the object anew); None without a cache or when it holds none."""
         doc = self.cached(kind, key) if self.cached is not None else None
         return copy.deepcopy(dict(doc.body)) if doc is not None else None
+
+    def _about(self, workload: str) -> str | None:
+        """The uid of the Workload the plan decided about ``workload`` on, which every write of it
+        must find: the one the snapshot it was decided from held ("" if it held none), or the one
+        this chain made in its place. None without that snapshot (a plan applied on its own, or an
+        object without a uid): the Workload as apply finds it is taken for it."""
+        if workload in self.about:
+            return self.about[workload]
+        if self.basis is None:
+            return None
+        obj = self.basis.workloads.get(workload)
+        return "" if obj is None else (obj.uid or None)
+
+    def _gone_or_replaced(self, workload: str, uid: str) -> str:
+        """Why Workload ``workload`` of ``uid`` is, as a controller's cache already shows, no longer
+        there to run pods under ("" if the cache does not show that): deleted (only known for one
+        the snapshot held, the cache being at least as new as it; one made by this apply may just
+        not have come back yet), being deleted, or replaced by another of the same name (not the
+        one the snapshot held, which this apply may have replaced itself, unseen by the cache yet)."""
+        if self.cached is None or not uid:
+            return ""
+        seen = self.basis.workloads.get(workload) if self.basis is not None else None
+        doc = self.cached("Workload", workload)
+        if doc is None:
+            return f"{workload} was deleted" if seen is not None and seen.uid == uid else ""
+        meta = dict(doc.body).get("metadata") or {}
+        if meta.get("uid") == uid:
+            return f"{workload} is being deleted" if meta.get("deletionTimestamp") else ""
+        return "" if seen is not None and meta.get("uid") == seen.uid else \
+            f"{workload} was replaced by another Workload of that name"
 
     def _fenced(self, write: Callable[[], T], deleting: tuple[str, str] | None = None) -> T:
         """A write, sent only while the decider lease is surely held (lease.py): checked again
@@ -362,12 +428,24 @@ class _Applier:
         assumed_absent = first is None and self.cached is not None and entry.origin != "workload"
         existing = first if first is not None or assumed_absent else self._get_workload(ns, name)
         fresh = first is None and not assumed_absent  # whether the API server itself said so
+        about = self._about(entry.name)
+        if existing is not None and about is not None and _uid(existing) != about:
+            # Not the Workload decided about: what it records was never decided, so nothing is written on it.
+            self.result.skipped.append(f"status {label}: {_REPLACED if about else _MADE_MEANWHILE}")
+            return
         if existing is not None and entry.origin != "workload":
             existing = self._consistent(entry, existing)
         start = existing
         if existing is None:
             if entry.origin == "workload":
                 self.result.skipped.append(f"missing {label}")
+                return
+            if self._about(entry.name):  # decided on a Workload since deleted: never made anew from that decision
+                self.result.skipped.append(f"status {label}: {_DELETED}")
+                return
+            ended = self._not_to_make(entry)
+            if ended:
+                self.result.skipped.append(f"create {label}: {ended}")
                 return
             try:
                 start = self._fenced(lambda: self.custom.create_namespaced_custom_object(
@@ -381,12 +459,16 @@ class _Applier:
                 if ((start or {}).get("metadata") or {}).get("deletionTimestamp"):
                     self.result.skipped.append(f"create {label}: the one it replaces is still being deleted")
                     return
-                if assumed_absent and start is not None:  # not read before: made to match its pods now
+                if about is not None and not _as_made(entry, start):  # not this create's, its answer lost
+                    self.result.skipped.append(f"create {label}: {_MADE_MEANWHILE}")
+                    return
+                if (assumed_absent or about is not None) and start is not None:  # made to match its pods now
                     start = existing = self._consistent(entry, start)
                     if start is None:
                         self.result.skipped.append(f"create {label}: it was made meanwhile; replaced next cycle")
                         return
             fresh = True
+            self.about[entry.name] = _uid(start)  # the decision goes on the Workload just made, and only there
             if self.dry:  # a dry-run create leaves nothing to write the status on
                 self._dry_recorded(entry)
                 return
@@ -407,7 +489,7 @@ class _Applier:
             return None if wanted is None else {**obj, "status": wanted}
 
         # The object just created, or read, is the first attempt: no read before the write.
-        reading = _Reading(lambda: self._get_workload(ns, name), start, fresh)
+        reading = _Reading(lambda: self._get_workload(ns, name), start, fresh, uid=self._about(entry.name))
         wrote = update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
             lambda: self.custom.replace_namespaced_custom_object_status(
                 KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
@@ -422,7 +504,26 @@ class _Applier:
             self.result.writes.append(f"status {label}")
             self._status_events(entry, start, reading.last)
         else:
-            self.result.skipped.append(f"status {label}")
+            self.result.skipped.append(f"status {label}{reading.why}")
+
+    def _not_to_make(self, entry: WorkloadEntry) -> str:
+        """Why no Workload may be made for the pods of ``entry`` now ("" if one may): a Workload is
+        made only for pods that never ran under one (none of them records a Workload's uid,
+        ``clueue.dev/workload-uid``: theirs was deleted, so their group ended, engine/workloads.py),
+        and only while the pods decided about are all still there (as a controller's cache shows
+        them: same name, same uid), never for pods deleted or replaced since the snapshot."""
+        ns = entry.name.split("/", 1)[0]
+        for pod, uid in entry.pods:
+            seen = self.basis.pods.get(f"{ns}/{pod}") if self.basis is not None else None
+            ran = seen.annotations.get(WORKLOAD_UID_ANNOTATION, "") if seen is not None else ""
+            if ran and seen is not None and seen.phase not in ("Succeeded", "Failed") and not seen.deleting:
+                return f"its pod {pod} ran under Workload uid {ran}, which is gone: its group ended"
+            if self.cached is None:
+                continue
+            now = self.cached("Pod", f"{ns}/{pod}")
+            if now is None or (uid and _uid(dict(now.body)) != uid):
+                return f"its pod {pod} was deleted or replaced since the plan was decided; the next cycle decides"
+        return ""
 
     def _unbuilt(self, entry: WorkloadEntry) -> None:
         """A group of pods whose Workload cannot be built yet (KEP-976: not before the pods its
@@ -436,6 +537,9 @@ class _Applier:
         first = self._first("Workload", entry.name)
         existing = first if first is not None or self.cached is not None else self._get_workload(ns, name)
         labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+        about = self._about(entry.name)
+        if existing is not None and about is not None and _uid(existing) != about:
+            existing = None  # made or replaced since the snapshot: not the one decided about
         # A group merely incomplete keeps its Workload (KEP-976): its pods may be terminating
         # after an eviction or a drain, and the Workload waits for their replacements.
         if problems and existing is not None and labels.get("clueue.dev/origin") == entry.origin \
@@ -522,7 +626,7 @@ class _Applier:
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Admitted",
                        f"admission checks Ready: {', '.join(checks)}", of=reading.last)
         else:
-            self.result.skipped.append(f"admit {label}")
+            self.result.skipped.append(f"admit {label}{reading.why}")
 
     def nominate(self, target: str, clusters: list[str], dispatcher: str) -> None:
         """Set a dispatched Workload's ``status.nominatedClusterNames`` (a ``nominate`` action,
@@ -547,7 +651,7 @@ class _Applier:
                        f"nominated worker clusters {', '.join(clusters)} ({dispatcher.rpartition('/')[2]})",
                        of=reading.last)
         else:
-            self.result.skipped.append(f"nominate Workload {target}")
+            self.result.skipped.append(f"nominate Workload {target}{reading.why}")
 
     def finish(self, target: str, finished: dict[str, Any]) -> None:
         """Mark the Workload of finished pods ``Finished`` (a ``finish`` action, with the plan's
@@ -575,7 +679,7 @@ class _Applier:
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Finished", message,
                        of=reading.last)
         else:
-            self.result.skipped.append(f"finish {label}")
+            self.result.skipped.append(f"finish {label}{reading.why}")
 
     def _dry_recorded(self, entry: WorkloadEntry) -> None:
         """In a dry run nothing is recorded: the ungates go on as if the plan's admission were."""
@@ -596,7 +700,10 @@ class _Applier:
         difference = pod_set_difference(obj, entry)
         if difference and not (obj.get("status") or {}).get("admission"):
             # Only the version read: one admitted or changed meanwhile is left for the next cycle.
-            return None if self._delete_workload(entry, obj, f"{difference}; replaced") else obj
+            if not self._delete_workload(entry, obj, f"{difference}; replaced"):
+                return obj
+            self.about[entry.name] = ""  # gone by this decision: the one made next in its place is decided about
+            return None
         if difference:
             self.result.warnings.append(f"{label} holds an admission but {difference}; it is left as it is "
                                         "while admitted (Kueue's Workloads do not change their pod sets)")
@@ -608,7 +715,7 @@ class _Applier:
             meta = current["metadata"]
             return {**current, "metadata": {**meta, "ownerReferences": (meta.get("ownerReferences") or []) + owners}}
 
-        reading = _Reading(lambda: self._get_workload(ns, name), obj)
+        reading = _Reading(lambda: self._get_workload(ns, name), obj, uid=self._about(entry.name))
         if update_with_retry(reading, own, lambda changed: reading.wrote(self._fenced(
                 lambda: self.custom.replace_namespaced_custom_object(
                     KUEUE_GROUP, self.version, ns, "workloads", name, changed, field_manager=MANAGER, **self.dry)))):
@@ -620,7 +727,8 @@ class _Applier:
         """The read of an update of ``kind`` ``key`` ("ns/name"): the cached object first, if any."""
         ns, name = key.split("/", 1)
         read = self._get_pod if kind == "Pod" else self._get_workload
-        return _Reading(lambda: read(ns, name), self._first(kind, key))
+        # A pod's writes check its uid themselves (the plan's action names it); a Workload's, the snapshot's.
+        return _Reading(lambda: read(ns, name), self._first(kind, key), uid=None if kind == "Pod" else self._about(key))
 
     # Pods are read and written as plain JSON, as Workloads are: no typed model to build per pod.
     def _get_pod(self, ns: str, name: str) -> dict[str, Any] | None:
@@ -644,8 +752,17 @@ class _Applier:
         if workload not in self.recorded:  # not told by this chain's status write: read, not taken from the plan
             wl_ns, wl_name = workload.split("/", 1)
             self._record(workload, self._get_workload(wl_ns, wl_name) or {})
+        about = self._about(workload)
+        if about is not None and not self.dry and self.uids.get(workload) != about:
+            self.result.errors.append(f"ungate Pod {target}: {workload} is not the Workload decided about "
+                                      "(deleted or replaced since); left gated, for the next cycle to decide")
+            return
         if not self.recorded[workload]:
             self.result.errors.append(f"ungate Pod {target}: admission of {workload} is not recorded; left gated")
+            return
+        gone = self._gone_or_replaced(workload, self.uids.get(workload, ""))
+        if gone:  # its admission was recorded, but the Workload is no longer there to run the pod under
+            self.result.errors.append(f"ungate Pod {target}: {gone}; left gated, for the next cycle to decide")
             return
         held_back = self._held_back(workload)
         if held_back:  # a check's controller changed its mind since the snapshot: the next cycle decides
@@ -750,7 +867,7 @@ class _Applier:
             self.result.writes.append(f"preempt {label}")
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", why, message, of=reading.last)
         else:
-            self.result.skipped.append(f"preempt {label}")
+            self.result.skipped.append(f"preempt {label}{reading.why}")
         for pod, uid in pods:
             self.delete(f"{ns}/{pod}", target, uid, message, reason=why)
 
@@ -902,7 +1019,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                pending_writes: PendingWriteLimiter | None = None, workers: int = WORKERS,
                should_stop: Callable[[], bool] | None = None,
                cached: Callable[[str, str], Document | None] | None = None,
-               events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None) -> ApplyResult:
+               events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None,
+               basis: Snapshot | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
 
     Each workload's writes form a chain, sent in order (its Workload and status, then its pods'
@@ -940,10 +1058,17 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
     Warning Events are always sent. Without it every Event is sent. ``warned``, kept by a
     controller, tells each pod of a group whose Workload cannot be built why only once.
 
+    ``basis`` is the snapshot the plan was decided from (:func:`~.decide.decide_and_apply`
+    always passes it): every write of a Workload lands only on the Workload that snapshot held
+    (same uid), or on one this apply made because it held none, and a Workload is made only for
+    pods it held that never ran under one (the module docstring's "A decision never outlives
+    what it decided about"). Without it (a plan applied on its own) the Workloads apply finds
+    are taken for the ones decided about.
+
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
     """
-    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes, cached, events, warned)
+    applier = _Applier(api, plan, dry_run, fence or (lambda: None), pending_writes, cached, events, warned, basis)
     result = applier.result
     if applier.version is None:
         result.errors.append(f"{KUEUE_GROUP} is not installed: Workloads cannot be written; nothing applied")
@@ -1152,22 +1277,60 @@ def _json(response: Any) -> Any:
 class _Reading:
     """The read of :func:`~.retry.update_with_retry` that offers a known object first (a
     cached one, or the answer to a write just made), then reads; it keeps the last object seen
-    and whether the API server itself gave it (``fresh``), not a cache."""
+    and whether the API server itself gave it (``fresh``), not a cache.
 
-    def __init__(self, read: Callable[[], Any], first: Any = None, fresh: bool = False) -> None:
+    With ``uid`` (the uid of the object the plan decided about; "": it decided on there being
+    none), an object of another uid is taken for a missing one: a write derives its change only
+    from the object decided about, never from one made in its place, which it leaves as it is
+    (``why`` then says so, for the result)."""
+
+    def __init__(self, read: Callable[[], Any], first: Any = None, fresh: bool = False,
+                 uid: str | None = None) -> None:
         self._read, self._first, self.fresh, self.last = read, first, fresh, None
+        self.uid = uid
+        self.why = ""  # ": deleted since ..." or ": replaced since ..." once the object decided about is not found
 
     def __call__(self) -> Any:
         if self._first is not None:
             self.last, self._first = self._first, None
         else:
             self.last, self.fresh = self._read(), True
+        if self.uid is not None and self.last is not None and _uid(self.last) != self.uid:
+            self.why = f": {_REPLACED if self.uid else _MADE_MEANWHILE}"
+            self.last = None
+        elif self.uid and self.last is None:
+            self.why = f": {_DELETED}"
         return self.last
 
     def wrote(self, obj: Any) -> Any:
         """The write's answer: the object as it now is."""
         self.last, self.fresh = obj, True
         return obj
+
+
+def _as_made(entry: WorkloadEntry, obj: dict[str, Any] | None) -> bool:
+    """Whether Workload ``obj``, found by a create of ``entry``'s that failed as existing, is the
+    one that create made, its answer lost (a retry then finds it), as far as can be told: made
+    for the pods of ``entry`` (its origin, owned by exactly their uids), recording no admission
+    and no status at all yet. Anything else was made by someone else since the snapshot."""
+    if obj is None or obj.get("status"):
+        return False
+    meta = obj.get("metadata") or {}
+    owners = {o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"}
+    return (meta.get("labels") or {}).get("clueue.dev/origin") == entry.origin and \
+        bool(owners) and owners == {uid for _, uid in entry.pods if uid}
+
+
+def _uid(obj: Any) -> str:
+    """``metadata.uid`` of an object as the API server returns it ("" if none)."""
+    return str(((obj or {}).get("metadata") or {}).get("uid") or "") if isinstance(obj, dict) else ""
+
+
+# Why a write of a Workload was not sent: the object decided about is not the one found.
+_DELETED = "deleted since the plan was decided; nothing made in its place, the next cycle decides"
+_REPLACED = ("replaced by another Workload of that name since the plan was decided; left as it is, "
+             "the next cycle decides")
+_MADE_MEANWHILE = "made since the plan was decided, which saw none; left as it is, the next cycle decides"
 
 
 def written_versions(obj: Any, deleting: tuple[str, str] | None = None) -> list[tuple[str, str, str]]:

@@ -74,7 +74,9 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     a backlog of thousands costs the reads of what changed, not one read per Workload; and
     apply tries its updates on the cached objects first rather than reading them.
     ``workers``, ``should_stop``, ``events`` (a limit on routine Events) and ``warned`` (the
-    Warnings already sent) are :func:`~.apply.apply_plan`'s.
+    Warnings already sent) are :func:`~.apply.apply_plan`'s. The plan is applied against the
+    snapshot it was decided from (``basis``): a write whose object was deleted or replaced since
+    is skipped, never sent to another object nor made anew (docs/concurrency.md).
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -95,14 +97,15 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
         plan = run(snapshot)
         applied = apply_plan(api, unsettled(plan, cached) if cached else plan, dry_run=dry_run,
                              fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
-                             workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned)
+                             workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned,
+                             basis=snapshot)  # every write conditional on what this snapshot held
         if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
             applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors,
                                                  written=applied.written)
             applied.writes += write_podgroup_status(api, plan, version=version, errors=applied.errors,
                                                     fence=lease.fence if lease else None,
-                                                    written=applied.written)  # podgroup_status.py
+                                                    written=applied.written, basis=snapshot)  # podgroup_status.py
     if memo is not None:
         memo.start(snapshot.configuration())
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from kubernetes import client
 
-from clueue.engine import Plan
+from clueue.engine import Plan, Snapshot
 from clueue.engine.snapshot import BACKOFF_ANNOTATION, REQUEUES_ANNOTATION
 
 from .apply import MANAGER
@@ -36,14 +36,16 @@ _STATUS_FIELDS = ("phase", "running", "succeeded", "failed", "scheduleStartTime"
 
 def write_podgroup_status(api: client.ApiClient, plan: Plan, *, version: str = "v1beta1",
                           fence: Callable[[], None] | None = None, dry_run: bool = False,
-                          errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None
-                          ) -> list[str]:
+                          errors: list[str] | None = None, written: list[tuple[str, str, str]] | None = None,
+                          basis: Snapshot | None = None) -> list[str]:
     """Write what ``plan``'s ``podGroups[]`` say: releases first, then the ends of back-offs,
     then statuses. Returns the writes done (``status PodGroup NS/NAME``, ``release PodGroup
     NS/NAME``, ``delete Pod NS/NAME``, ``delete Workload NS/NAME``, ``backoff-over PodGroup
     NS/NAME``); ``version`` is the served kueue.x-k8s.io version. ``errors`` and ``written`` as
     in :func:`~.queue_status.write_queue_status`. When the next schedule timeout or back-off
-    ends is the plan's ``wake_at``.
+    ends is the plan's ``wake_at``. With ``basis``, the snapshot the plan was decided from, each
+    write lands only on the object it held (same uid): a PodGroup or Workload deleted and made
+    anew since is left as it is.
 
     Raises:
         ApiRefused, ClusterUnavailable: a request failed (without ``errors``).
@@ -57,7 +59,12 @@ def write_podgroup_status(api: client.ApiClient, plan: Plan, *, version: str = "
     writer = _GroupWriter(api, fence or (lambda: None), errors)
 
     def read(ns: str, name: str) -> Callable[[], Any]:
-        return lambda: custom.get_namespaced_custom_object(SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name)
+        seen = basis.pod_groups.get(f"{ns}/{name}") if basis is not None else None
+
+        def decided_about() -> Any:  # another PodGroup of that name is taken for none: nothing written on it
+            obj = custom.get_namespaced_custom_object(SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name)
+            return None if seen is not None and seen.uid and (obj.get("metadata") or {}).get("uid") != seen.uid else obj
+        return decided_about
 
     def annotate(ns: str, name: str, values: dict[str, str | None]) -> Callable[[dict[str, Any]], Any]:
         def change(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -82,8 +89,13 @@ def write_podgroup_status(api: client.ApiClient, plan: Plan, *, version: str = "
                               field_manager=MANAGER, **dry))
             if r.workload:  # its quota back: the pods recreated queue anew (apply makes a new Workload)
                 wl_ns, wl_name = r.workload.split("/", 1)
-                writer.delete(f"Workload {r.workload}", lambda ns=wl_ns, name=wl_name: custom.delete_namespaced_custom_object(
-                    KUEUE_GROUP, version, ns, "workloads", name, **dry))
+                held = basis.workloads.get(r.workload) if basis is not None else None
+                # the Workload decided about, by uid: a new one of that name (made since) is not released
+                only = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=held.uid)) \
+                    if held is not None and held.uid else None
+                writer.delete(f"Workload {r.workload}", lambda ns=wl_ns, name=wl_name, only=only:
+                              custom.delete_namespaced_custom_object(KUEUE_GROUP, version, ns, "workloads", name,
+                                                                     body=only, **dry))
             for pod, uid in r.pods:
                 writer.delete(f"Pod {ns}/{pod}", lambda ns=ns, pod=pod, uid=uid: core.delete_namespaced_pod(
                     pod, ns, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)), **dry))
