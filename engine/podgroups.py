@@ -128,11 +128,6 @@ class Hold:
     nodes: tuple[tuple[str, str, Fraction], ...] = ()  # (node, resource, amount)
     arrived: bool = False  # it has a queue and its minMember pods exist: its gang may be admitted in their place
 
-    def describe(self) -> str:
-        """What it holds, in words: ``cpu 16, nvidia.com/gpu 4 in ClusterQueue team-a``."""
-        where = f" in ClusterQueue {self.cluster_queue}" if self.cluster_queue else ""
-        return f"{_amounts(self.need)}{where}"
-
 
 @dataclass(frozen=True)
 class Holds:
