@@ -49,6 +49,7 @@ from clueue.adapters.kube.cache import ClusterCache
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
 from clueue.adapters.kube.pacing import PendingWriteLimiter
+from clueue.adapters.controller.writer import BackgroundWriter, lease_fence
 from clueue.engine import ClueueError, Config, Document, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
@@ -251,6 +252,9 @@ class Controller:
         self.pending_writes = PendingWriteLimiter(rate=50, burst=100)  # pending Workloads' conditions
         self.events = PendingWriteLimiter(rate=20, burst=200)  # Normal Events beyond it dropped, never Warnings
         self.warned = SentWarnings()  # a pod of a group whose Workload cannot be built is told why once
+        # what only informs (pending Workloads' conditions, queue status, Events), off the cycle's path
+        self.writer = BackgroundWriter(api, cache, fence=lease_fence(self), pending_writes=self.pending_writes,
+                                       warned=self.warned)
         self.cycles = 0
         self.lease: DeciderLease | None = None
         self._stopping = threading.Event()
@@ -296,6 +300,7 @@ class Controller:
         retry_at: float | None = None
         due_at: float | None = None  # monotonic: a PodGroup timeout or back-off ends (Decided.next_due)
         next_resync = 0.0
+        self.writer.start()
         try:
             while not self._stopping.is_set():
                 if not self.leading():
@@ -314,6 +319,8 @@ class Controller:
                     log.debug("changed: %s", ", ".join(sorted(changed)))
                     debounce.note(now)
                 batch = debounce.due_in(now)
+                if batch is not None and self.cache.take_urgent():  # quota given back: used at once
+                    batch = 0.0
                 wait = wait_before_cycle(now, next_resync, None if batch is None else now + batch, retry_at, due_at)
                 if wait > 0:
                     self.cache.wait_changed(min(wait, 0.5))  # 0.5: the leadership and the lease are looked at again
@@ -343,6 +350,7 @@ class Controller:
             raise
         finally:
             self._drop_lease()
+            self.writer.stop()
 
     def _lease_lost(self) -> bool:
         assert self.lease is not None
@@ -378,6 +386,7 @@ class Controller:
         lease, self.lease = self.lease, None
         if lease is None:
             return
+        self.writer.drop(wait=self.shutdown_grace)  # its writes end before the lease is given back
         for hook in self.before_release:
             try:
                 hook()
@@ -436,7 +445,8 @@ class Controller:
                                        lease_namespace=self.namespace, memo=self._memo,
                                        pending_writes=self.pending_writes, events=self.events,
                                        warned=self.warned, cached=self.cache.get,
-                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
+                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set,
+                                       later=self.writer.offer, event_sink=self.writer.events)
             result.plan, result.applied, result.next_due = decided.plan, decided.applied, decided.next_due
             written = decided.applied.written
             self._tell(decided.applied, decided.plan)

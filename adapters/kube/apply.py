@@ -852,7 +852,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                pending_writes: PendingWriteLimiter | None = None, workers: int = WORKERS,
                should_stop: Callable[[], bool] | None = None,
                cached: Callable[[str, str], Document | None] | None = None,
-               events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None) -> ApplyResult:
+               events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None,
+               event_sink: Callable[[list[Callable[[], str]]], None] | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
 
     Each workload's writes form a chain, sent in order (its Workload and status, then its pods'
@@ -889,6 +890,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
     in ``events_dropped``, so Events never take the API server's write budget from decisions.
     Warning Events are always sent. Without it every Event is sent. ``warned``, kept by a
     controller, tells each pod of a group whose Workload cannot be built why only once.
+    ``event_sink`` (a controller's background writer) is handed the Events to send instead of
+    sending them here, so the apply ends with its last write (their refusals are then its to log).
 
     Raises:
         ClusterUnavailable, ApiRefused: the API server could not be asked what it serves.
@@ -961,7 +964,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
             zeros = [release(chain) for chain in releasing]
             firsts = [workload(i, chain) for i, chain in enumerate(chains)]
             done = [actions(chain, first) for chain, first in zip(chains, firsts)]
-            warned = [own.send_events() for own in zeros + firsts + done + [applier] if not halted]
+            warned = [] if event_sink is not None else \
+                [own.send_events() for own in zeros + firsts + done + [applier] if not halted]
         else:
             with ThreadPoolExecutor(min(workers, len(chains)), thread_name_prefix="clueue-apply") as pool:
                 def each(fn: Callable[..., _Applier], *args: Any) -> list[_Applier]:
@@ -972,8 +976,13 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                 firsts = each(workload, range(len(chains)), chains)
                 done = each(actions, chains, firsts)
                 # the Events after every write: none waits behind one (a server gone would refuse them)
-                warned = [f.result() for f in [pool.submit(own.send_events)
-                                                for own in zeros + firsts + done + [applier] if not halted]]
+                warned = [] if event_sink is not None else \
+                    [f.result() for f in [pool.submit(own.send_events)
+                                          for own in zeros + firsts + done + [applier] if not halted]]
+    if event_sink is not None and not halted:
+        event_sink([send for own in zeros + firsts + done + [applier] for send in own.events])
+        for own in zeros + firsts + done + [applier]:
+            own.events = []
     for own, warnings in zip(zeros + firsts + done + [applier], warned):
         own.result.warnings += warnings
     for own in zeros + firsts + done:
