@@ -448,6 +448,7 @@ class Controller:
                                        workers=APPLY_WORKERS, should_stop=self._stopping.is_set,
                                        later=self.writer.offer, event_sink=self.writer.events)
             result.plan, result.applied, result.next_due = decided.plan, decided.applied, decided.next_due
+            self.cache.absorb("Workload", decided.applied.answers)  # the next cycle needs no watch for them
             written = decided.applied.written
             self._tell(decided.applied, decided.plan)
         except ClueueError as e:

@@ -82,6 +82,7 @@ class BackgroundWriter:
         self.warned = warned
         self.per_queue = per_queue
         self.queue_period = queue_period
+        self.on_writes: Callable[[list[str]], None] = lambda writes: None  # e.g. the metrics' write counter
         self.written = 0  # status writes sent
         self.skipped = 0  # wanted, but their reason codes had not changed
         self._wants: dict[str, WorkloadEntry] = {}  # workload -> its latest waiting entry, heads only
@@ -182,8 +183,8 @@ class BackgroundWriter:
         if queues is not None:
             self._queues_at = time.monotonic()
             errors: list[str] = []
-            write_queue_status(self.api, queues[0], queues[1], version=self.cache.version or None, fence=fence,
-                               errors=errors)
+            self.on_writes(write_queue_status(self.api, queues[0], queues[1], version=self.cache.version or "",
+                                              fence=fence, errors=errors))
             for e in errors:
                 log.debug("queue status: %s", e)
             did = True
@@ -227,6 +228,7 @@ class BackgroundWriter:
                 if entry.name in settled:  # recorded now, with these codes
                     self._told[entry.name] = _codes(entry)
         self.written += len(written)
+        self.on_writes(result.writes)
         for e in result.errors:
             log.debug("pending status: %s", e)
         return True

@@ -140,6 +140,9 @@ class ApplyResult:
     # (kind, "ns/name" or name, resourceVersion) of each object written, "" for one deleted at once:
     # a controller's cache waits until it holds these before its next cycle reads it.
     written: list[tuple[str, str, str]] = field(default_factory=list)
+    # the Workloads as each status write of a workload's entry returned them: a controller's
+    # cache takes them at once, rather than waiting for its watch to bring them back
+    answers: list[dict[str, Any]] = field(default_factory=list)
     # pending or inadmissible status writes the pending-write limit left for a later cycle
     deferred: list[str] = field(default_factory=list)
     events_dropped: int = 0  # Normal Events the Event limit (``events``) left unsent
@@ -420,6 +423,8 @@ class _Applier:
             return
         if wrote:
             self.result.writes.append(f"status {label}")
+            if not self.dry and isinstance(reading.last, dict):
+                self.result.answers.append(reading.last)
             kind = "Warning" if entry.state == "inadmissible" else "Normal"
             reason = {"admitted": "Admitted", "inadmissible": "Inadmissible"}.get(entry.state, "Pending")
             if entry.phase == "QuotaReserved":
@@ -1077,7 +1082,7 @@ def _act(applier: _Applier, actions: list[Any]) -> None:
 
 def _merge(into: ApplyResult, part: ApplyResult) -> None:
     """A chain's result added to the apply's."""
-    for name in ("writes", "skipped", "errors", "warnings", "written", "deferred"):
+    for name in ("writes", "skipped", "errors", "warnings", "written", "deferred", "answers"):
         getattr(into, name).extend(getattr(part, name))
     into.events_dropped += part.events_dropped
     into.stopped = into.stopped or part.stopped

@@ -310,6 +310,25 @@ class ClusterCache:
                 else:
                     self._expected[(kind, key)] = version
 
+    def absorb(self, kind: str, bodies: Iterable[dict[str, Any]]) -> None:
+        """Objects of ``kind`` as this controller's own writes returned them: held at once if
+        newer than what the cache holds (the watch brings the same version later, which is then
+        no change), so that the next cycle need not wait for the watch to bring them."""
+        kinds = {k.kind: k for k in self.kinds}
+        if kind not in kinds:
+            return
+        docs = [to_document(self.api, kinds[kind], self.version, body) for body in bodies]
+        with self._lock:
+            for doc in docs:
+                key = self._key(kinds[kind], dict(doc.body))
+                held = self._objects[kind].get(key)
+                if key in self._gone[kind] or held is not None and not _after(_version_of(doc), _version_of(held)):
+                    continue  # deleted since, or the watch brought it (or a successor) already
+                if held is None:
+                    continue  # not seen yet: its watch event brings it (with whatever came before)
+                self._objects[kind][key] = doc
+            self._settle(kind)
+
     def hold(self, keys: Iterable[tuple[str, str]]) -> None:
         """Writes of these (kind, key) are about to be sent off a cycle's path: their events are
         held until :meth:`release` says which versions were ours."""
@@ -508,6 +527,8 @@ class ClusterCache:
             expected = self._expected.get((kind.kind, key))  # our own write coming back, if equal
             ours = expected == version or (expected == "" and kind_of_event == "DELETED")
             before = self._objects[kind.kind].get(key)
+            if before is not None and kind_of_event == "MODIFIED" and _version_of(before) == version:
+                ours = True  # what the cache holds already (a write's answer it absorbed)
             if kind.kind in _STATUS_UNREAD and kind_of_event == "MODIFIED" and before is not None:
                 ours = ours or _sans_status(before.body) == _sans_status(doc.body)  # e.g. queue status clueue wrote
             if not ours and _frees_quota(kind.kind, kind_of_event, before, doc.body):

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from kubernetes import client, watch
 
 from clueue.adapters.cli import main
+from clueue.adapters.kube.cache import ClusterCache
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
     api, cluster, controller_log, start_controller, stop_controller, wait_until,
 )
@@ -124,7 +125,7 @@ def test_a_waiting_workload_is_written_when_its_reason_codes_change_not_its_numb
         cq = queues.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", f"cq-{t}")
         cq["spec"]["stopPolicy"] = "Hold"
         queues.replace_cluster_custom_object(GROUP, VERSION, "clusterqueues", f"cq-{t}", cq)
-        wait_until(lambda: workload_object(api, ns, "w")["metadata"]["resourceVersion"] != before, 60,
+        wait_until(lambda: workload_object(api, ns, "w")["metadata"]["resourceVersion"] != before, 300,
                    "w's status rewritten for its new reason", proc=proc)
         assert waiting(api, ns, "w")
         assert "stop" in condition(api, ns, "w", "QuotaReserved")["message"].lower()
@@ -166,9 +167,37 @@ def test_quota_given_back_is_used_without_waiting_for_the_batch_window(cluster, 
     # A batch window far longer than any wait below: only a cycle started by the freed quota admits.
     proc = start_controller(cluster, "--batch-window", "3000", "--max-delay", "3000", "--lease-duration", "4")
     try:
-        wait_until(lambda: admitted(api, ns, "holder") and waiting(api, ns, "next"), 60,
+        wait_until(lambda: admitted(api, ns, "holder") and waiting(api, ns, "next"), 300,
                    "the first cycle decided", proc=proc)
         finish(api, ns, "holder")
         wait_until(lambda: admitted(api, ns, "next"), 300, "next admitted into the quota given back", proc=proc)
     finally:
         assert stop_controller(proc) == 0, controller_log(proc)[-3000:]
+
+
+def test_the_cache_takes_its_own_answers_and_marks_quota_given_back_urgent(cluster, api):
+    t = tag()
+    ns = queue_setup(api, t)
+    create(api, workload(ns, "w", 1, cpu="1"))
+    cache = ClusterCache(api, watch_seconds=60).start()
+    try:
+        assert cache.wait_synced(300)
+        wait_until(lambda: cache.get("Workload", f"{ns}/w"), 300, "w in the cache")
+        objects = client.CustomObjectsApi(api)
+        wl = objects.get_namespaced_custom_object(GROUP, VERSION, ns, "workloads", "w")
+        wl["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                        "message": "waits", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        answer = objects.replace_namespaced_custom_object_status(GROUP, VERSION, ns, "workloads", "w", wl)
+        cache.absorb("Workload", [answer])  # held at once, before its watch event comes
+        held = cache.get("Workload", f"{ns}/w")
+        assert held.body["metadata"]["resourceVersion"] == answer["metadata"]["resourceVersion"]
+        cache.take_changes()
+        assert not cache.take_urgent()
+        generation = cache.generation
+        finish(api, ns, "w")  # after the echo of the write, in the watch's order
+        wait_until(lambda: any(c.get("type") == "Finished" for c in
+                               cache.get("Workload", f"{ns}/w").body["status"]["conditions"]), 300, "w finished")
+        assert cache.generation == generation + 1  # the finish is a change; the echo of the write was not
+        assert cache.take_urgent()  # and it gives quota back
+    finally:
+        threading.Thread(target=cache.stop, daemon=True).start()
