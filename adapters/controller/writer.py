@@ -46,7 +46,7 @@ __all__ = ["BackgroundWriter", "HEADS", "QUEUE_PERIOD_S", "heads"]
 log = logging.getLogger("clueue.controller")
 
 HEADS = 5  # waiting workloads per ClusterQueue whose status is written
-QUEUE_PERIOD_S = 1.0  # queue status written at most this often
+QUEUE_PERIOD_S = 5.0  # queue status written at most this often: it informs, and competes with admissions
 _BATCH = 16  # pending status writes sent at once (the apply's threads)
 
 
@@ -109,14 +109,14 @@ class BackgroundWriter:
             self._thread.join(timeout)
 
     # -- from the cycle --------------------------------------------------------------------------
-    def offer(self, snapshot: Snapshot, plan: Plan, waiting: tuple[WorkloadEntry, ...]) -> None:
+    def offer(self, snapshot: Snapshot, plan: Plan, waiting: tuple[WorkloadEntry, ...], queues: bool = True) -> None:
         """The latest cycle's wants: its waiting entries (:func:`~clueue.adapters.kube.decide.informational`)
-        and its queue status. They replace the previous cycle's."""
+        and (``queues``) its queue status. They replace the previous cycle's."""
         wanted = {e.name: e for e in heads(waiting, self.per_queue)}
         with self._lock:
             self._wants = wanted
             self._plan = plan
-            self._queues = (snapshot, plan)
+            self._queues = (snapshot, plan) if queues else None
             live = {e.name for e in plan.workloads}
             for name in [n for n in self._told if n not in live]:  # admitted, finished or gone: forgotten
                 del self._told[name]

@@ -58,7 +58,7 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                      cached: Callable[[str, str], Document | None] | None = None, workers: int = WORKERS,
                      should_stop: Callable[[], bool] | None = None, events: PendingWriteLimiter | None = None,
                      warned: SentWarnings | None = None,
-                     later: Callable[[Snapshot, Plan, tuple[WorkloadEntry, ...]], None] | None = None,
+                     later: Callable[[Snapshot, Plan, tuple[WorkloadEntry, ...], bool], None] | None = None,
                      event_sink: Callable[[list[Callable[[], str]]], None] | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
@@ -80,9 +80,10 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
 
     ``later`` (a controller's background writer, adapters/controller/writer.py) takes what only
     informs: the status of waiting Workloads that exist already and match their pods
-    (:func:`informational`), and the queue status; they are handed to it with the snapshot and
-    plan rather than written here, so the turn ends with its last decision written. So do the
-    Events, with ``event_sink`` (:func:`~.apply.apply_plan`).
+    (:func:`informational`), and the queue status (the last argument True; not with admission
+    fair sharing, whose LocalQueue status the next cycle reads); they are handed to it with the
+    snapshot and plan rather than written here, so the turn ends with its last decision
+    written. So do the Events, with ``event_sink`` (:func:`~.apply.apply_plan`).
 
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
@@ -107,10 +108,14 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                              fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
                              workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned,
                              event_sink=event_sink)
+        settled = with_settings(snapshot, config)
+        # With admission fair sharing the LocalQueues' status holds the usage the next cycle orders
+        # them by (docs/queue-status.md): then it is a decision's state, written here.
+        queues_later = later is not None and settled.kueue_settings.admission_fair_sharing is None
         if not dry_run and not applied.stopped and later is not None:
-            later(with_settings(snapshot, config), plan, waiting)
-        elif not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
-            applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
+            later(settled, plan, waiting, queues_later)
+        if not dry_run and not applied.stopped and not queues_later:  # queue status as Kueue writes it
+            applied.writes += write_queue_status(api, settled, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors,
                                                  written=applied.written)
             group_writes, next_due = write_podgroup_status(api, snapshot, plan, version=version, errors=applied.errors,

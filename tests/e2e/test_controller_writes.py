@@ -165,7 +165,9 @@ def test_quota_given_back_is_used_without_waiting_for_the_batch_window(cluster, 
     create(api, workload(ns, "holder", 1, cpu="1"))
     create(api, workload(ns, "next", 1, cpu="1"))
     # A batch window far longer than any wait below: only a cycle started by the freed quota admits.
-    proc = start_controller(cluster, "--batch-window", "3000", "--max-delay", "3000", "--lease-duration", "4")
+    # (A solver budget no load can exhaust: the first cycle must decide, since no second comes soon.)
+    proc = start_controller(cluster, "--batch-window", "3000", "--max-delay", "3000", "--lease-duration", "4",
+                            "--time-budget", "600")
     try:
         wait_until(lambda: admitted(api, ns, "holder") and waiting(api, ns, "next"), 300,
                    "the first cycle decided", proc=proc)
