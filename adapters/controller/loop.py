@@ -11,6 +11,8 @@ long as it leads, renewed in the background, and runs a cycle:
 - **after taking the decider lease**, and every ``resync_period`` seconds, with every kind
   listed again first (``ClusterCache.resync``): the snapshot then holds every write of a
   previous decider, and anything a watch may have missed;
+- **at once, without the batch window, when quota was given back** (a Workload finished or
+  deleted while admitted, a Pod ended: ``ClusterCache.take_urgent``);
 - **again, with back-off** (1 s doubling to 60 s), after a cycle that failed or whose apply
   reported errors or stopped; at once after one that evicted (its preemptors are admitted
   by the next cycle, once the evictions are written); and 1-10 s after one whose rewrites of
@@ -22,7 +24,9 @@ Each cycle waits until the cache holds this controller's own previous writes (th
 expectations), takes a snapshot of the cache, decides in one :class:`~clueue.engine.cycle.Session`
 (what it derived from the backlog is kept across cycles), applies the plan as ``clueue apply``
 does (:func:`~clueue.adapters.kube.decide.decide_and_apply`, the same code), records the writes
-as expectations for the next cycle, and hands a :class:`CycleResult` to every observer (the
+as expectations for the next cycle (the Workloads its status writes returned go into the cache
+at once: ``ClusterCache.absorb``), hands what only informs (waiting Workloads' conditions, queue
+status, Events) to the background writer (writer.py), and a :class:`CycleResult` to every observer (the
 metrics and the summary log line). A cycle that fails is a :class:`CycleResult` with ``error``
 set: the process never dies of one bad cycle.
 
