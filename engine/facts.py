@@ -163,13 +163,6 @@ PREDICATES: dict[str, Predicate] = {p.name: p for p in (
     _p("fair_preemptor_share(P,N,S)", "str node int",
        "Pending P, the head of a ClusterQueue that reclaims within its cohort (its first workload not held), would give node N on its path the share S "
        "once admitted (in its ClusterQueue's first flavors).", 'fair_preemptor_share("team-a/train",cq("team-a"),400000).'),
-    _p("fair_own_victim(P,V,K)", "str str int",
-       "Admitted V is the K-th possible victim of head P (as for fair_preemptor_share) in its own ClusterQueue, in "
-       "Kueue's candidate order (lower priority, then the most recently reserved; K up to 16).",
-       'fair_own_victim("team-a/train","team-a/low",1).'),
-    _p("fair_preemptor_share_after(P,N,K,S)", "str node int int",
-       "As fair_preemptor_share, once the first K of P's own possible victims are gone, in Kueue's candidate order "
-       "(lower priority, then the most recently reserved; K up to 16).", 'fair_preemptor_share_after("team-a/train",cq("team-a"),1,250000).'),
     _p("fair_victim_share(V,N,Old,New)", "str node int int",
        "Admitted V is below node N, whose share is Old now and New once V is evicted.",
        'fair_victim_share("team-b/serve",cq("team-b"),600000,300000).'),

@@ -310,7 +310,6 @@ def fair_sharing_facts(snapshot: Snapshot, live: Iterable[Workload], settings: K
     # Only the head of a ClusterQueue (the first not held) preempts across queues in a cycle, as
     # Kueue lets the head of each ClusterQueue preempt: the shares of the others are not needed.
     held = {w.key for w in workloads if w.held}
-    by_key = {w.key: w for w in workloads}
     for queued in pending.values():
         most, head = (0, 0), None
         for (rank, *_), key, top, own in sorted(queued):
@@ -320,8 +319,6 @@ def fair_sharing_facts(snapshot: Snapshot, live: Iterable[Workload], settings: K
                 head = key
         for n, share in preemptor_shares.get(head or "", {}).items():
             yield "fair_preemptor_share", (head, n, share)
-        if tree is not None and head in preemptor_shares:
-            yield from _shares_after_own(tree, snapshot, by_key[head], workloads)
     if tree is None:
         return
     for w in workloads:
@@ -336,36 +333,6 @@ def fair_sharing_facts(snapshot: Snapshot, live: Iterable[Workload], settings: K
                 yield "fair_victim_share", (w.key, n, tree.share(n), tree.share(n, after))
 
 
-#: How many of a preemptor's own possible victims the shares after their removal are given for.
-OWN_STEPS = 16
-
-
-def _shares_after_own(tree: ShareTree, snapshot: Snapshot, head: Workload, workloads: Iterable[Workload]
-                      ) -> Iterator[tuple[str, tuple[object, ...]]]:
-    """``fair_own_victim/3`` and ``fair_preemptor_share_after/4``: the shares on the path of the
-    head's ClusterQueue, with the head admitted, once its first K own possible victims are gone,
-    in Kueue's candidate order (lower priority, then the most recently reserved). Kueue's fair
-    preemption takes them first while its queue's share is not below a victim's queue's
-    (fairsharing.lp)."""
-    cq = snapshot.cluster_queues[snapshot.local_queues[f"{head.namespace}/{head.queue}"].cluster_queue]
-    if cq.within_cluster_queue == "Never":
-        return
-    own = [w for w in workloads if w.admission is not None and not w.finished and w.admission.cluster_queue == cq.name
-           and (w.priority < head.priority or (cq.within_cluster_queue == "LowerOrNewerEqualPriority"
-                                               and w.priority == head.priority and w.created > head.created))]
-    own.sort(key=lambda w: (w.priority, -w.reserved_since, w.key))
-    node = Node("cq", cq.name)
-    delta: dict[FlavorResource, Fraction] = defaultdict(Fraction, asked_usage(head, cq.resource_groups))
-    for k, w in enumerate(own[:OWN_STEPS], start=1):
-        for fr, v in held_usage(w).items():
-            delta[fr] -= v
-        usage = tree.simulated(node, dict(delta))
-        yield "fair_own_victim", (head.key, w.key, k)
-        for n in tree.path(node):
-            if tree.nodes[n].parent is not None:
-                yield "fair_preemptor_share_after", (head.key, n, k, tree.share(n, usage))
-
-
 class PreemptionShares:
     """The shares behind a preemption across ClusterQueues under fair sharing, for the victim's
     plan entry (engine/preemption.py): built once per cycle from its admitted workloads."""
@@ -375,14 +342,11 @@ class PreemptionShares:
         self.by_key = {w.key: w for w in workloads}
         self.tree = ShareTree(snapshot, (w for w in self.by_key.values() if w.admission is not None))
 
-    def between(self, preemptor: str, preemptor_queue: str, victim: str, own_gone: Iterable[str] = ()
-                ) -> dict[str, object] | None:
+    def between(self, preemptor: str, preemptor_queue: str, victim: str) -> dict[str, object] | None:
         """What Kueue's strategies compare for ``preemptor`` (pending in ``preemptor_queue``) and
         admitted ``victim``: the two nodes under their lowest common cohort, the preemptor's side
-        once it is admitted and ``own_gone`` (its victims in its own ClusterQueue, which Kueue
-        takes first while its queue's share is as high: fairsharing.lp) are evicted, the victim's
-        side before and after the victim goes (decimal fractions of what the cohort lends);
-        ``None`` if they share a ClusterQueue or are in different trees."""
+        once it is admitted, the victim's side before and after the victim goes (decimal
+        fractions of what the cohort lends); ``None`` if they share a ClusterQueue or are in different trees."""
         p, v = self.by_key.get(preemptor), self.by_key.get(victim)
         cq = self.snapshot.cluster_queues.get(preemptor_queue)
         if p is None or v is None or v.admission is None or cq is None or v.admission.cluster_queue == cq.name:
@@ -395,12 +359,7 @@ class PreemptionShares:
         if common is None:
             return None
         p_side, v_side = p_path[p_path.index(common) - 1], v_path[v_path.index(common) - 1]
-        delta: dict[FlavorResource, Fraction] = defaultdict(Fraction, asked_usage(p, cq.resource_groups))
-        for key in own_gone:
-            w = self.by_key.get(key)
-            for fr, a in (held_usage(w).items() if w is not None and w.admission is not None else ()):
-                delta[fr] -= a
-        admitted = self.tree.simulated(p_node, dict(delta))
+        admitted = self.tree.simulated(p_node, asked_usage(p, cq.resource_groups))
         gone = self.tree.simulated(v_node, {fr: -a for fr, a in held_usage(v).items()})
         return {"preemptorNode": str(p_side), "victimNode": str(v_side),
                 "preemptor": _decimal(self.tree.share(p_side, admitted)), "before": _decimal(self.tree.share(v_side)),

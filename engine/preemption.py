@@ -116,11 +116,6 @@ class Victims:
             return "InCohortFairSharing"
         return "InCohortReclaimWhileBorrowing" if preemptor in self.borrowing else "InCohortReclamation"
 
-    def _own_victims(self, preemptor: str) -> list[str]:
-        """The victims ``preemptor`` evicts in its own ClusterQueue."""
-        queue = self.decision.cluster_queues.get(preemptor)
-        return sorted(v for p, v in self.decision.preempts if p == preemptor and self.decision.cluster_queues.get(v) == queue)
-
     def reason(self, key: str) -> Reason:
         """Why admitted ``key`` is evicted: each preemptor that counts on its quota, the rule, what
         the preemptor asks (by flavor and resource), and what ``key`` held; ``shares`` stays None
@@ -130,8 +125,7 @@ class Victims:
         victim = self._by_key.get(key)
         preemptions = [{"preemptor": p, "clusterQueue": self.decision.cluster_queues.get(p), "rule": self.rule(p, cq),
                         "needs": _amounts(_chosen(self._by_key[p], self.decision)) if p in self._by_key else {},
-                        "shares": self.fair.between(p, self.decision.cluster_queues.get(p) or "", key,
-                                                    self._own_victims(p)) if self.fair is not None else None}
-                       for p in preemptors]
+                        "shares": self.fair.between(p, self.decision.cluster_queues.get(p) or "", key)
+                        if self.fair is not None else None} for p in preemptors]
         held = _amounts(_held(victim)) if victim is not None and victim.admission is not None else {}
         return make_reason("Preempted", clusterQueue=cq, preemptors=preemptors, preemptions=preemptions, held=held)
