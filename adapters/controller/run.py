@@ -367,13 +367,6 @@ def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespa
                               extra_sans=(url_host,) if url_host else (), config=config)
         cert_file, key_file = manager.ensure(patch=not options.webhook_url)
         ca_bundle, rotate = manager.ca_bundle, manager.rotate_if_due
-    created: list[str] = []
-    if options.webhook_url:
-        created = register_configurations(api, webhook_configurations(namespace, url=options.webhook_url,
-                                                                      ca_bundle=ca_bundle, config=config))
-    elif options.cert_dir:  # the deploy manifests' configurations: their selectors must be the Configuration's
-        update_configurations(api, ca_bundle=ca_bundle or None, config=config)
-
     read_labels = namespace_label_reader(api)
 
     def namespace_labels(name: str) -> Mapping[str, str]:
@@ -386,4 +379,16 @@ def _start_webhook(options: ControllerOptions, api: Any, config: Config, namespa
                                on_gated=metrics.pod_gated).start()
     except OSError as e:
         raise AdapterError(f"cannot serve the webhook on {options.webhook_bind}: {e.strerror or e}") from None
+    # Registered only once it answers: a failurePolicy Fail configuration calling an address
+    # nothing listens on yet would refuse the queued Pods created meanwhile.
+    created: list[str] = []
+    try:
+        if options.webhook_url:
+            created = register_configurations(api, webhook_configurations(namespace, url=options.webhook_url,
+                                                                          ca_bundle=ca_bundle, config=config))
+        elif options.cert_dir:  # the deploy manifests' configurations: their selectors must be the Configuration's
+            update_configurations(api, ca_bundle=ca_bundle or None, config=config)
+    except BaseException:
+        server.stop()
+        raise
     return server, rotate, created
