@@ -53,6 +53,15 @@ def waiting_recorded(api: client.ApiClient, ns: str, name: str) -> bool:
                for c in (wl.get("status") or {}).get("conditions", []))
 
 
+def webhook_calls(api: client.ApiClient, url: str) -> bool:
+    """Whether clueue's mutating webhook configuration is registered calling ``url``."""
+    try:
+        hook = client.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0]
+    except client.ApiException:
+        return False
+    return bool(hook.client_config.url and hook.client_config.url.startswith(url))
+
+
 def finish(api: client.ApiClient, ns: str, name: str) -> None:
     """Mark a pod Succeeded, as its kubelet would."""
     core = client.CoreV1Api(api)
@@ -199,17 +208,10 @@ def test_outside_a_cluster_against_a_local_api_server_it_serves_its_own_webhook(
     url = f"https://127.0.0.1:{port}"
     proc = start_controller(cluster, *FAST, "--webhook-bind-address", f"127.0.0.1:{port}", gating=False)
     admission = client.AdmissionregistrationV1Api(api)
-
-    def calls_it() -> bool:
-        try:
-            return admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0].client_config.url \
-                .startswith(url)
-        except client.ApiException:
-            return False
     ns = f"local-{tag()}"
     core = client.CoreV1Api(api)
     try:
-        wait_until(calls_it, 120, "the webhook registered", proc=proc)
+        wait_until(lambda: webhook_calls(api, url), 120, "the webhook registered", proc=proc)
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
         made = core.create_namespaced_pod(ns, client.V1Pod(
             metadata=client.V1ObjectMeta(name="queued", labels={"kueue.x-k8s.io/queue-name": "nowhere"}),
@@ -232,15 +234,8 @@ def test_a_url_registration_is_removed_when_its_controller_stops(cluster, api):
     proc = start_controller(cluster, *FAST, "--webhook", "--webhook-bind-address", f"127.0.0.1:{port}",
                             "--webhook-url", url)
     admission = client.AdmissionregistrationV1Api(api)
-
-    def calls_it() -> bool:
-        try:
-            return admission.read_mutating_webhook_configuration(MUTATING_NAME).webhooks[0].client_config.url \
-                .startswith(url)
-        except client.ApiException:
-            return False
     try:
-        wait_until(calls_it, 60, "the webhook registered", proc=proc)
+        wait_until(lambda: webhook_calls(api, url), 60, "the webhook registered", proc=proc)
     finally:
         code = stop_controller(proc)
     assert code == 0, controller_log(proc)[-3000:]
