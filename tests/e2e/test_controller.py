@@ -207,7 +207,6 @@ def test_outside_a_cluster_against_a_local_api_server_it_serves_its_own_webhook(
     port = free_port()
     url = f"https://127.0.0.1:{port}"
     proc = start_controller(cluster, *FAST, "--webhook-bind-address", f"127.0.0.1:{port}", gating=False)
-    admission = client.AdmissionregistrationV1Api(api)
     ns = f"local-{tag()}"
     core = client.CoreV1Api(api)
     try:
