@@ -274,8 +274,9 @@ def _cycle(snapshot: Snapshot, policy: Policy, config: Config, memo: Memo, now: 
         compile_seconds=t1 - t0, ground_seconds=stats.ground_seconds, solve_seconds=stats.solve_seconds,
         explain_seconds=t2 - t1 - stats.ground_seconds - stats.solve_seconds,
         total_seconds=time.monotonic() - t0,
-        optimal=stats.optimal and not cut_short,
-        budget_seconds=config.time_budget, budget_exhausted=stats.budget_exhausted or bool(cut_short),
+        optimal=stats.optimal and not cut_short and dispatched.optimal,
+        budget_seconds=config.time_budget,
+        budget_exhausted=stats.budget_exhausted or bool(cut_short) or not dispatched.optimal,
         candidates=len(decision.ranked), pruned=len(selection.stand_in) + unsolved,
         rounds=rounds, choices=stats.choices, conflicts=stats.conflicts,
     )

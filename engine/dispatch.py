@@ -68,6 +68,7 @@ class Dispatch:
 
     actions: tuple[Action, ...] = ()
     entries: tuple[DispatchEntry, ...] = ()
+    optimal: bool = True  # False: the time budget cut Optimized's search before it proved its choice best
 
 
 def dispatch_targets(snapshot: Snapshot, workloads: Iterable[Workload],
@@ -119,10 +120,10 @@ def run_dispatch(snapshot: Snapshot, targets: list[DispatchTarget], policy: Poli
     if settings.dispatcher_name == OPTIMIZED:
         asking = [t.workload for t in targets]
         capacities = {name: worker_capacity(view, config, asking, now=now) for name, view in snapshot.workers.items()}
-        chosen = _optimized(targets, snapshot, capacities, policy, config, budget)
+        chosen, optimal = _optimized(targets, snapshot, capacities, policy, config, budget)
     else:
         active = {name for name, c in snapshot.multikueue_clusters.items() if c.active}
-        chosen = {t.workload.key: _simple(t, active, config, now) for t in targets}
+        chosen, optimal = {t.workload.key: _simple(t, active, config, now) for t in targets}, True
     actions, entries = [], []
     for t in targets:
         nominated, notes = chosen[t.workload.key]
@@ -132,7 +133,7 @@ def run_dispatch(snapshot: Snapshot, targets: list[DispatchTarget], policy: Poli
         if nominated and nominated != t.nominated:
             actions.append(Action("nominate", t.workload.key, t.workload.key, {
                 "clusterNames": list(nominated), "dispatcher": settings.dispatcher_name}))
-    return Dispatch(tuple(actions), tuple(entries))
+    return Dispatch(tuple(actions), tuple(entries), optimal)
 
 
 def _short_name(dispatcher: str) -> str:
@@ -286,13 +287,14 @@ def _pod_labels(w: Workload) -> Mapping[str, str]:
 
 def _optimized(targets: list[DispatchTarget], snapshot: Snapshot, capacities: Mapping[str, WorkerCapacity],
                policy: Policy, config: Config,
-               budget: float) -> dict[str, tuple[tuple[str, ...], tuple[WorkerNote, ...]]]:
+               budget: float) -> tuple[dict[str, tuple[tuple[str, ...], tuple[WorkerNote, ...]]], bool]:
     asks = {t.workload.key: _ask(t.workload) for t in targets}
     units = _units(asks.values(), capacities.values())
     facts = _facts(targets, asks, snapshot, capacities, units, config)
     active = {name for name, c in snapshot.multikueue_clusters.items() if c.active}
     # a fifth of the cycle's budget at most: dispatch must not hold up the next cycle's admissions
-    nominated, predicted = nominate(facts, policy, budget=min(budget, _BUDGET_SHARE * config.time_budget))
+    nominated, predicted, optimal = nominate(facts, policy,
+                                             budget=min(budget, _BUDGET_SHARE * config.time_budget))
     order = {k: i for i, k in enumerate(sorted({k for t in targets for k in t.clusters}))}
     by_worker: dict[str, list[str]] = {}
     for w, k in sorted(predicted.items()):
@@ -304,7 +306,7 @@ def _optimized(targets: list[DispatchTarget], snapshot: Snapshot, capacities: Ma
         notes = tuple(_note(t, k, asks[key], active, capacities.get(k), config, k in mine, predicted.get(key),
                             [w for w in by_worker.get(k, ()) if w != key]) for k in t.clusters)
         out[key] = (mine, notes)
-    return out
+    return out, optimal
 
 
 _BUDGET_SHARE = 0.2

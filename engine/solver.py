@@ -875,9 +875,10 @@ def _rank_checks(ctl: clingo.Control, ranked: list[str], admit_atom: Mapping[str
 
 
 def nominate(facts: str, policy: Policy, *, budget: float
-                    ) -> tuple[dict[str, set[str]], dict[str, str]]:
+             ) -> tuple[dict[str, set[str]], dict[str, str], bool]:
     """Solve the ``dispatch`` part of ``policy`` over ``facts``; the best model found within
-    ``budget``: workload -> nominated workers, and workload -> the worker it is predicted on.
+    ``budget``: workload -> nominated workers, workload -> the worker it is predicted on, and
+    whether that model was proven optimal (False: the budget cut the optimization short).
 
     A pass of its own after ``decide`` (engine/dispatch.py builds its facts from the workloads
     whose quota that decision reserves): which workers a dispatched workload's copies go to does
@@ -911,7 +912,7 @@ def nominate(facts: str, policy: Policy, *, budget: float
     ctl.configuration.solve.opt_mode = "opt"
     ctl.configuration.solve.models = 0
     ctl.configuration.solver.opt_strategy = "usc"
-    _solve(ctl, deadline, on_model=on_model)
+    _, optimal = _solve(ctl, deadline, on_model=on_model)
     nominated: dict[str, set[str]] = {}
     predicted: dict[str, str] = {}
     for name, w, k in best["atoms"]:
@@ -919,7 +920,7 @@ def nominate(facts: str, policy: Policy, *, budget: float
             nominated.setdefault(w, set()).add(k)
         else:
             predicted[w] = k
-    return nominated, predicted
+    return nominated, predicted, optimal
 
 
 _DISPATCH_GRACE_SECONDS = 0.5  # beyond a spent budget, to find some nomination

@@ -11,8 +11,10 @@ import pytest
 
 from clueue.engine import Config, Document, Plan, build_snapshot, load_policy, run_cycle
 from clueue.engine.config import ALL_AT_ONCE, INCREMENTAL, MultiKueue
+from clueue.engine.dispatch import dispatch_targets, run_dispatch
+from clueue.engine.workloads import build_workloads
 from clueue.engine.snapshot import WorkerView
-from tests.builders import KUEUE, cluster_queue, flatten, local_queue, namespace, ts, workload
+from tests.builders import KUEUE, TEST_TIME_BUDGET, cluster_queue, flatten, local_queue, namespace, ts, workload
 
 CHECK = "multikueue"
 WORKERS = ("worker-a", "worker-b", "worker-c")
@@ -64,7 +66,8 @@ def cycle(objs: list[Any], workers: list[WorkerView], *, policy: tuple[str, ...]
           **multikueue: Any) -> Plan:
     snapshot = build_snapshot([Document(f"test#{i}", o) for i, o in enumerate(flatten(objs))])
     snapshot = dataclasses.replace(snapshot, workers={w.name: w for w in workers})
-    return run_cycle(snapshot, load_policy(policy), Config(multikueue=MultiKueue(**multikueue)), now=now)
+    return run_cycle(snapshot, load_policy(policy),
+                     Config(multikueue=MultiKueue(**multikueue), time_budget=TEST_TIME_BUDGET), now=now)
 
 
 def nominated(plan: Plan) -> dict[str, list[str]]:
@@ -140,6 +143,19 @@ def test_a_policy_extension_prefers_the_workers_region(tmp_path: Path):
     assert nominated(cycle(objs, workers)) == {"default/w": ["worker-b"]}  # the tightest fit
     (tmp_path / "region.lp").write_text(REGION_POLICY)
     assert nominated(cycle(objs, workers, policy=(str(tmp_path),))) == {"default/w": ["worker-a"]}
+
+
+def test_a_dispatch_the_budget_cut_short_is_not_called_optimal():
+    # the first nomination is always found (dispatch's grace period), but with no time left to
+    # prove it best the plan must not say "proven optimal": a user reads that as "this is the best"
+    objs = [manager(("worker-a", "worker-b")), workload("w", cpu="2")]
+    snapshot = dataclasses.replace(build_snapshot([Document(f"test#{i}", o) for i, o in enumerate(flatten(objs))]),
+                                   workers={w.name: w for w in [worker("worker-a", 16), worker("worker-b", 4)]})
+    targets = dispatch_targets(snapshot, build_workloads(snapshot).by_key.values(),
+                               {"default/w": ("cq", frozenset({"f"}))})
+    cut = run_dispatch(snapshot, targets, load_policy(), Config(), now=None, budget=0.0)
+    assert [e.nominated for e in cut.entries] != [()] and not cut.optimal
+    assert run_dispatch(snapshot, targets, load_policy(), Config(), now=None, budget=TEST_TIME_BUDGET).optimal
 
 
 def test_all_at_once_nominates_every_active_worker():

@@ -12,6 +12,7 @@ from clueue.adapters.cli import main
 from clueue.adapters.files import load_snapshot, parse_config
 from clueue.engine import Document, SnapshotError
 from clueue.engine.config import INCREMENTAL, OPTIMIZED
+from tests.builders import TEST_TIME_BUDGET
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "multicluster")
 
@@ -45,10 +46,10 @@ def test_the_multikueue_section_sets_the_dispatcher():
 
 
 def test_clueue_plan_and_explain_run_on_the_example():
-    plan = CliRunner().invoke(main, ["plan", EXAMPLE])
+    plan = CliRunner().invoke(main, ["plan", "--time-budget", str(TEST_TIME_BUDGET), EXAMPLE])
     assert plan.exit_code == 0, plan.output
     assert "nominate   team-a/train-big  workers worker-b" in plan.output
-    explained = CliRunner().invoke(main, ["explain", EXAMPLE, "team-a/train-big"])
+    explained = CliRunner().invoke(main, ["explain", "--time-budget", str(TEST_TIME_BUDGET), EXAMPLE, "team-a/train-big"])
     assert explained.exit_code == 0, explained.output
     assert "dispatch (Optimized): nominated worker-b" in explained.output
     assert "worker-a: team-a/main (ClusterQueue team-a) has 4 nvidia.com/gpu free in flavor default, needs 8" \
@@ -57,8 +58,11 @@ def test_clueue_plan_and_explain_run_on_the_example():
 
 
 def test_the_examples_region_policy_moves_its_labelled_workload():
-    plain = CliRunner().invoke(main, ["plan", EXAMPLE])
-    regional = CliRunner().invoke(main, ["plan", "--policy", f"{EXAMPLE}/policies", EXAMPLE])
+    # a budget far above the work: the default's share for dispatch (2 s) can end the search
+    # before its preferences are weighed on a loaded machine
+    budget = ["--time-budget", str(TEST_TIME_BUDGET)]
+    plain = CliRunner().invoke(main, ["plan", *budget, EXAMPLE])
+    regional = CliRunner().invoke(main, ["plan", *budget, "--policy", f"{EXAMPLE}/policies", EXAMPLE])
     assert regional.exit_code == 0, regional.output
     assert "nominate   team-a/etl  workers worker-a" in plain.output
     assert "nominate   team-a/etl  workers worker-b" in regional.output
