@@ -38,6 +38,8 @@ CONTROLLER_NS = "clueue-system"
 LEADER_LEASE = "clueue-controller"
 DECIDER_LEASE = "clueue-decider"
 T = TypeVar("T")
+#: The shortest a :func:`wait_until` waits before it calls a condition never met.
+WAIT_FLOOR_SECONDS = 300.0
 
 # `python -m clueue.adapters.cli` would run cli.py as __main__, beside the clueue.adapters.cli
 # module its subcommands register on: call the installed entry point instead.
@@ -99,8 +101,13 @@ def stop_controller(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int
 def wait_until(predicate: Callable[[], T], timeout: float, what: str = "the condition",
                interval: float = 0.1, proc: subprocess.Popen[bytes] | None = None) -> T:
     """The first truthy value of ``predicate()``, polled every ``interval`` s; an AssertionError
-    naming ``what`` (with the controller's log when ``proc`` is given) after ``timeout`` s.
-    A guard against hanging, not a measure of speed."""
+    naming ``what`` (with the controller's log when ``proc`` is given) after ``timeout`` s, and
+    never less than :data:`WAIT_FLOOR_SECONDS`.
+
+    A guard against hanging, not a measure of speed: ``timeout`` says how long the wait takes on
+    a quiet machine with room to spare; the floor keeps a busy one (a controller's cycle of 30 s
+    at a load average of 16, a Python start-up of 20 s) from turning slowness into a failure."""
+    timeout = max(timeout, WAIT_FLOOR_SECONDS)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
