@@ -18,28 +18,11 @@ from clueue.adapters.kube import ClusterCache, apply_plan, read_cluster
 from clueue.adapters.kube.apply import GATE
 from clueue.adapters.kube.retry import update_with_retry
 from clueue.engine import load_policy, run_cycle
-from tests.testenv.build import ensure_binaries
-from tests.testenv.control_plane import ControlPlane
+# a control plane of this module's own, so that its cycles see only its objects
+from tests.e2e.controller_harness import api, cluster  # noqa: F401 - this module's fixtures
 
 KUEUE = "kueue.x-k8s.io/v1beta1"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster"
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A control plane of this module's own, so that its cycles see only its objects."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def api(cluster):
-    with cluster.api_client() as api:
-        yield api
 
 
 def create(api, body):
