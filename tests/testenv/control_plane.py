@@ -262,6 +262,19 @@ class Certificates:
         )
 
 
+def serving_certificate_files(directory: Path, host: str = "127.0.0.1") -> bytes:
+    """A fresh CA and a serving certificate for the address ``host`` that it signs, as
+    cert-manager provides them: ``tls.crt``, ``tls.key`` and ``ca.crt`` in ``directory``.
+    Returns the CA's PEM (a caBundle)."""
+    ca = _Ca.new("clueue-e2e-serving-ca")
+    key, serving = ca.issue(_common_name(host), ExtendedKeyUsageOID.SERVER_AUTH,
+                            sans=[x509.IPAddress(ipaddress.ip_address(host))])
+    pem = serialization.Encoding.PEM
+    _write_private(directory, "tls.crt", serving.public_bytes(pem))
+    _write_private(directory, "tls.key", _pem_key(key))
+    return _write_private(directory, "ca.crt", ca.cert.public_bytes(pem)).read_bytes()
+
+
 #: The common name of the front proxy's client certificate: the one name the API server's
 #: aggregation layer presents to aggregated API servers (``--requestheader-allowed-names``).
 FRONT_PROXY_CLIENT = "front-proxy-client"
