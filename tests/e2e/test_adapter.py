@@ -46,14 +46,19 @@ def create(api, body):
     raise AssertionError(kind)
 
 
-def queue_setup(api, tag, nominal=4, namespace=None):
+def queue_setup(api, tag, nominal=4, namespace=None, *, quotas=None, topology=None):
+    """A namespace (``ns-<tag>`` unless named), a flavor ``fl-<tag>`` selecting the nodes of
+    ``pool: pool-<tag>`` (and of the Topology ``topology``, if named), a ClusterQueue ``cq-<tag>``
+    with ``nominal`` cpu of it (or the nominal quota of each resource in ``quotas``) and a
+    LocalQueue ``main`` of it. Returns the namespace."""
     ns = namespace or f"ns-{tag}"
+    quotas = quotas or {"cpu": nominal}
     create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{tag}"},
-                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}}})
+                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}, **({"topologyName": topology} if topology else {})}})
     create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}]}})
+        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": list(quotas), "flavors": [
+            {"name": f"fl-{tag}", "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()]}]}]}})
     create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": ns},
                  "spec": {"clusterQueue": f"cq-{tag}"}})
     return ns

@@ -23,7 +23,7 @@ from clueue.adapters.kube import apply_plan, read_cluster
 from clueue.engine import load_policy, run_cycle
 from clueue.engine.plan import Plan
 from tests.e2e.controller_harness import wait_until
-from tests.e2e.test_adapter import KUEUE, create, gated_pod
+from tests.e2e.test_adapter import create, gated_pod, queue_setup
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
@@ -51,14 +51,7 @@ def _pool(plane: ControlPlane, api: client.ApiClient, nodes: dict[str, dict[str,
     for name, spec in nodes.items():
         plane.create_node(f"{name}-{tag}", {"cpu": spec.get("cpu", "64"), "memory": "64Gi", "pods": spec.get("pods", "110")},
                           labels={"pool": f"pool-{tag}", **spec.get("labels", {})})
-    create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{tag}"}})
-    create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{tag}"},
-                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}}})
-    create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": 1000}]}]}]}})
-    create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": f"ns-{tag}"},
-                 "spec": {"clusterQueue": f"cq-{tag}"}})
+    queue_setup(api, tag, nominal=1000)
     return tag
 
 
