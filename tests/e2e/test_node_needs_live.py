@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from clueue.adapters.kube import apply_plan, read_cluster
@@ -24,23 +22,11 @@ from clueue.engine import load_policy, run_cycle
 from clueue.engine.plan import Plan
 from tests.e2e.controller_harness import wait_until
 from tests.e2e.test_adapter import create, gated_pod, queue_setup
-from tests.testenv.build import ensure_binaries
+# the module's own control plane with kube-scheduler, and an admin client, as there
+from tests.e2e.test_placement_live import WAIT_S, api, plane  # noqa: F401 (fixtures)
 from tests.testenv.control_plane import ControlPlane
 
 HOSTNAME = "kubernetes.io/hostname"
-WAIT_S = 90.0  # a guard against hanging on a loaded machine, not a measure of speed
-
-
-@pytest.fixture(scope="module")
-def plane() -> Iterator[ControlPlane]:
-    with ControlPlane(ensure_binaries(), scheduler=True) as plane:
-        yield plane
-
-
-@pytest.fixture
-def api(plane: ControlPlane) -> Iterator[client.ApiClient]:
-    with plane.api_client() as admin:
-        yield admin
 
 
 def _pool(plane: ControlPlane, api: client.ApiClient, nodes: dict[str, dict[str, Any]]) -> str:
