@@ -62,8 +62,17 @@ class BackgroundServer:
     def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
-        self._server: _OwnedServer | None = None
+        self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    def _bind(self) -> ThreadingHTTPServer:
+        """The server, bound to ``host:port`` (a subclass may serve another way: over TLS)."""
+        return _OwnedServer((self.host, self.port), self.handler)
+
+    def _close(self, server: Any) -> None:
+        """Stop ``server`` serving and release its port."""
+        server.shutdown()
+        server.server_close()
 
     def start(self) -> Any:
         """Bind and serve in a daemon thread; returns ``self``.
@@ -71,8 +80,8 @@ class BackgroundServer:
         Raises:
             OSError: the address cannot be bound (e.g. the port is in use).
         """
-        server = _OwnedServer((self.host, self.port), self.handler)
-        server.owner = self
+        server = self._bind()
+        server.owner = self  # type: ignore[attr-defined] - every server _bind makes has the attribute
         self._server, self.port = server, server.server_address[1]
         # A short poll, so that stop() returns at once rather than after the default half second.
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -86,8 +95,7 @@ class BackgroundServer:
         server, self._server = self._server, None
         if server is None:
             return
-        server.shutdown()
-        server.server_close()
+        self._close(server)
         if self._thread is not None:
             self._thread.join()
 

@@ -1,5 +1,6 @@
 """What clueue's HTTPS servers (the Pod webhook, the visibility API) share: a TLS context that
-follows its files, and a threading server that does each handshake in the request's thread.
+follows its files, a threading server that does each handshake in the request's thread, and
+its run in a background thread (:class:`TlsServer`).
 
 The certificate files are reloaded when they change (rotation), on the next connection; so is
 the CA that client certificates must chain to, for a server that asks for one (the visibility
@@ -15,9 +16,11 @@ import ssl
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
-__all__ = ["ReloadingTls", "TlsHTTPServer"]
+from .http import BackgroundServer
+
+__all__ = ["ReloadingTls", "TlsHTTPServer", "TlsServer"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,7 @@ class TlsHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     tls: ReloadingTls
     socket_timeout: float = 30.0
+    owner: Any  # the TlsServer, for its handler's requests
 
     def server_activate(self) -> None:
         super().server_activate()
@@ -120,3 +124,29 @@ class TlsHTTPServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up or fails the handshake is not the server's failure.
         log.debug("%s connection from %s failed", self.tls.what, client_address, exc_info=True)
+
+
+class TlsServer(BackgroundServer):
+    """A :class:`~clueue.adapters.http.BackgroundServer` over HTTPS, on a :class:`TlsHTTPServer`
+    with ``tls``; stopping it ends the kept-alive connections too. Subclasses set ``handler`` and
+    ``serving`` (the line logged at start, with ``{host}`` and ``{port}``).
+
+    Parameters:
+        tls: the serving certificate (and the client CA, if any).
+        host, port: where to listen; port 0 takes a free one (read ``.port`` after ``start``).
+    """
+
+    serving: ClassVar[str] = "serving on https://{host}:{port}"
+
+    def __init__(self, tls: ReloadingTls, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.tls = tls
+
+    def _bind(self) -> TlsHTTPServer:
+        server = TlsHTTPServer((self.host, self.port), self.handler)
+        server.tls = self.tls
+        return server
+
+    def _close(self, server: Any) -> None:
+        super()._close(server)
+        server.close_connections()

@@ -58,7 +58,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
@@ -189,6 +189,26 @@ def _local_queue(namespace: str, cluster_queue: str) -> Obj:
             "spec": {"clusterQueue": cluster_queue}}
 
 
+def _queued(namespace: str, cluster_queue: Obj) -> list[Obj]:
+    """``cluster_queue`` fed from a namespace of its own: that Namespace, its LocalQueue, the ClusterQueue."""
+    return [_namespace(namespace), _local_queue(namespace, cluster_queue["metadata"]["name"]), cluster_queue]
+
+
+def _cohort_grid(cohorts: int, queues_per_cohort: int, digits: tuple[int, int] = (1, 1)
+                 ) -> Iterator[tuple[str, str, str]]:
+    """(cohort, ClusterQueue, namespace) names of ``queues_per_cohort`` ClusterQueues in each of
+    ``cohorts`` cohorts: ``cohort-C``, ``cq-C-Q``, ``ns-C-Q``, C and Q written with ``digits``."""
+    c_width, q_width = digits
+    for c in range(cohorts):
+        for q in range(queues_per_cohort):
+            yield f"cohort-{c:0{c_width}d}", f"cq-{c:0{c_width}d}-{q:0{q_width}d}", f"ns-{c:0{c_width}d}-{q:0{q_width}d}"
+
+
+def _cohorts_of(grid: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
+    """A scenario's ``meta`` naming the cohorts of ``grid`` (:func:`_cohort_grid`), in order."""
+    return {"cohorts": tuple(dict.fromkeys(cohort for cohort, _, _ in grid))}
+
+
 def workload_object(namespace: str, name: str, *, cls: str, priority: int, arrival_ms: int, runtime_ms: int,
                     pod_sets: Sequence[tuple[str, int, Mapping[str, int | str]]], queue: str = "lq") -> Obj:
     """A Workload object with the bench label and annotations.
@@ -242,23 +262,18 @@ def _kueue_shape(name: str, description: str, *, cohorts: int, queues_per_cohort
     config: list[Obj] = [_flavor("default")]
     workloads: list[Obj] = []
     width = len(str(max(c.count for c in classes)))
-    cohort_names = [f"cohort-{c:02d}" for c in range(cohorts)]
-    for c, cohort in enumerate(cohort_names):
-        for q in range(queues_per_cohort):
-            cq = f"cq-{c:02d}-{q:03d}"
-            ns = f"ns-{c:02d}-{q:03d}"
-            config += [_namespace(ns), _local_queue(ns, cq),
-                       _cluster_queue(cq, cohort, [("default", [_quota("cpu", nominal, borrowing)])],
-                                      preemption=preemption)]
-            for cls in classes:
-                offset = rng.randrange(cls.interval_ms)  # queues do not start in lockstep
-                for i in range(_scaled(cls.count, scale)):
-                    workloads.append(workload_object(
-                        ns, f"{cls.name}-{i:0{width}d}", cls=cls.name, priority=cls.priority,
-                        arrival_ms=offset + i * cls.interval_ms, runtime_ms=cls.runtime_ms,
-                        pod_sets=[("main", 1, {"cpu": cls.cpu})]))
-    return Scenario(name, seed, description, _ordered(config), tuple(workloads), scale,
-                    {"cohorts": tuple(cohort_names)})
+    grid = list(_cohort_grid(cohorts, queues_per_cohort, digits=(2, 3)))
+    for cohort, cq, ns in grid:
+        config += _queued(ns, _cluster_queue(cq, cohort, [("default", [_quota("cpu", nominal, borrowing)])],
+                                             preemption=preemption))
+        for cls in classes:
+            offset = rng.randrange(cls.interval_ms)  # queues do not start in lockstep
+            for i in range(_scaled(cls.count, scale)):
+                workloads.append(workload_object(
+                    ns, f"{cls.name}-{i:0{width}d}", cls=cls.name, priority=cls.priority,
+                    arrival_ms=offset + i * cls.interval_ms, runtime_ms=cls.runtime_ms,
+                    pod_sets=[("main", 1, {"cpu": cls.cpu})]))
+    return Scenario(name, seed, description, _ordered(config), tuple(workloads), scale, _cohorts_of(grid))
 
 
 def baseline(seed: int = 0, scale: float = 1.0) -> Scenario:
@@ -304,22 +319,20 @@ def flavors(seed: int = 0, scale: float = 1.0) -> Scenario:
     quotas = (("small", 8, 32), ("medium", 16, 64), ("large", 32, 128))
     config: list[Obj] = [_flavor(f) for f, _, _ in quotas]
     workloads: list[Obj] = []
-    cohort_names = [f"cohort-{c}" for c in range(8)]
-    for c, cohort in enumerate(cohort_names):
-        for q in range(4):
-            cq, ns = f"cq-{c}-{q}", f"ns-{c}-{q}"
-            config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
-                cq, cohort, [(f, [_quota("cpu", cpu, cpu), _quota("memory", f"{mem}Gi", f"{mem}Gi")])
-                             for f, cpu, mem in quotas], covered=("cpu", "memory"))]
-            for i, t in enumerate(_arrivals(rng, _scaled(12, scale), 60_000)):
-                cpu = rng.choices(sizes, weights)[0]
-                mem = cpu * rng.choice((2, 4, 6))
-                workloads.append(workload_object(
-                    ns, f"wl-{i:04d}", cls=f"cpu{cpu}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
-                    runtime_ms=rng.randrange(2_000, 20_000, 100),
-                    pod_sets=[("main", 1, {"cpu": cpu, "memory": f"{mem}Gi"})]))
+    grid = list(_cohort_grid(8, 4))
+    for cohort, cq, ns in grid:
+        config += _queued(ns, _cluster_queue(
+            cq, cohort, [(f, [_quota("cpu", cpu, cpu), _quota("memory", f"{mem}Gi", f"{mem}Gi")])
+                         for f, cpu, mem in quotas], covered=("cpu", "memory")))
+        for i, t in enumerate(_arrivals(rng, _scaled(12, scale), 60_000)):
+            cpu = rng.choices(sizes, weights)[0]
+            mem = cpu * rng.choice((2, 4, 6))
+            workloads.append(workload_object(
+                ns, f"wl-{i:04d}", cls=f"cpu{cpu}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
+                runtime_ms=rng.randrange(2_000, 20_000, 100),
+                pod_sets=[("main", 1, {"cpu": cpu, "memory": f"{mem}Gi"})]))
     return Scenario("flavors", seed, "3 flavors of 8/16/32 CPU per CQ, workloads of 2-24 CPU",
-                    _ordered(config), tuple(workloads), scale, {"cohorts": tuple(cohort_names)})
+                    _ordered(config), tuple(workloads), scale, _cohorts_of(grid))
 
 
 def gangs(seed: int = 0, scale: float = 1.0) -> Scenario:
@@ -333,27 +346,25 @@ def gangs(seed: int = 0, scale: float = 1.0) -> Scenario:
     quotas = (("on-demand", 16, 64), ("spot", 24, 96))
     config: list[Obj] = [_flavor(f) for f, _, _ in quotas]
     workloads: list[Obj] = []
-    cohort_names = [f"cohort-{c}" for c in range(6)]
-    for c, cohort in enumerate(cohort_names):
-        for q in range(4):
-            cq, ns = f"cq-{c}-{q}", f"ns-{c}-{q}"
-            config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
-                cq, cohort, [(f, [_quota("cpu", cpu, 4), _quota("memory", f"{mem}Gi", "16Gi")])
-                             for f, cpu, mem in quotas], covered=("cpu", "memory"))]
-            for i, t in enumerate(_arrivals(rng, _scaled(8, scale), 60_000)):
-                shape = rng.choice(("single", "pair", "triple"))
-                pod_sets: list[tuple[str, int, Mapping[str, int | str]]] = []
-                if shape != "single":
-                    pod_sets.append(("launcher", 1, {"cpu": 1, "memory": "2Gi"}))
-                per = rng.choice((3, 5))
-                pod_sets.append(("workers", rng.choice((2, 3, 4)), {"cpu": per, "memory": f"{4 * per}Gi"}))
-                if shape == "triple":
-                    pod_sets.append(("evaluator", rng.choice((1, 2)), {"cpu": 2, "memory": "8Gi"}))
-                workloads.append(workload_object(
-                    ns, f"gang-{i:04d}", cls=f"gang-{shape}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
-                    runtime_ms=rng.randrange(2_000, 20_000, 100), pod_sets=pod_sets))
+    grid = list(_cohort_grid(6, 4))
+    for cohort, cq, ns in grid:
+        config += _queued(ns, _cluster_queue(
+            cq, cohort, [(f, [_quota("cpu", cpu, 4), _quota("memory", f"{mem}Gi", "16Gi")])
+                         for f, cpu, mem in quotas], covered=("cpu", "memory")))
+        for i, t in enumerate(_arrivals(rng, _scaled(8, scale), 60_000)):
+            shape = rng.choice(("single", "pair", "triple"))
+            pod_sets: list[tuple[str, int, Mapping[str, int | str]]] = []
+            if shape != "single":
+                pod_sets.append(("launcher", 1, {"cpu": 1, "memory": "2Gi"}))
+            per = rng.choice((3, 5))
+            pod_sets.append(("workers", rng.choice((2, 3, 4)), {"cpu": per, "memory": f"{4 * per}Gi"}))
+            if shape == "triple":
+                pod_sets.append(("evaluator", rng.choice((1, 2)), {"cpu": 2, "memory": "8Gi"}))
+            workloads.append(workload_object(
+                ns, f"gang-{i:04d}", cls=f"gang-{shape}", priority=rng.choice(_PRIORITIES), arrival_ms=t,
+                runtime_ms=rng.randrange(2_000, 20_000, 100), pod_sets=pod_sets))
     return Scenario("gangs", seed, "pod groups of 1-3 pod sets over on-demand (16 CPU) and spot (24 CPU)",
-                    _ordered(config), tuple(workloads), scale, {"cohorts": tuple(cohort_names)})
+                    _ordered(config), tuple(workloads), scale, _cohorts_of(grid))
 
 
 def fragmentation(seed: int = 0, scale: float = 1.0) -> Scenario:
@@ -366,9 +377,9 @@ def fragmentation(seed: int = 0, scale: float = 1.0) -> Scenario:
         config.append(_cohort(dept, "org"))
         for q in range(4):
             cq, ns = f"cq-{d}-{q}", f"ns-{d}-{q}"
-            config += [_namespace(ns), _local_queue(ns, cq), _cluster_queue(
+            config += _queued(ns, _cluster_queue(
                 cq, dept, [("a", [_quota("cpu", 10, 20, 6)]), ("b", [_quota("cpu", 13, 26, 8)])],
-                strategy="StrictFIFO" if q == 3 else "BestEffortFIFO")]
+                strategy="StrictFIFO" if q == 3 else "BestEffortFIFO"))
             for i, t in enumerate(_arrivals(rng, _scaled(8, scale), 30_000)):
                 cpu = rng.choice((3, 5, 7, 11))
                 workloads.append(workload_object(
@@ -417,10 +428,10 @@ def placement(seed: int = 0, scale: float = 1.0) -> Scenario:
                 running.append(_running_pod(f"run-{name}", name, rng.randrange(1, gpus)))
     teams = [f"team-{t}" for t in range(4)]
     for team in teams:
-        config += [_namespace(team), _local_queue(team, team), _cluster_queue(
+        config += _queued(team, _cluster_queue(
             team, "gpus", [(f, [_quota("cpu", 20_000, 60_000), _quota("memory", "80Ti", "240Ti"),
                                 _quota(GPU, 2_000, 6_000)]) for f in ("a100", "h100")],
-            covered=("cpu", "memory", GPU))]
+            covered=("cpu", "memory", GPU)))
     config.append(_namespace("running"))
     workloads: list[Obj] = []
     total, pods = _scaled(5000, scale), 0
@@ -466,7 +477,7 @@ def fair_sharing(seed: int = 0, scale: float = 1.0) -> Scenario:
             obj = _cluster_queue(cq, cohort, [("default", [_quota("cpu", nominal)])], preemption=reclaim)
             if weight is not None:
                 obj["spec"]["fairSharing"] = {"weight": str(weight)}
-            config += [_namespace(ns), _local_queue(ns, cq), obj]
+            config += _queued(ns, obj)
             offset = rng.randrange(interval)
             for i in range(_scaled(count, scale)):
                 cpu = rng.randint(4, 8) if weight is None else rng.randint(1, 4)

@@ -403,6 +403,16 @@ class _Applier:
         return missing_is_none(lambda: self.custom.get_namespaced_custom_object(
             KUEUE_GROUP, self.version, ns, "workloads", name))
 
+    def _update_workload_status(self, reading: _Reading, key: str,
+                                change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
+        """Write ``change`` of the Workload ``key`` ("ns/name") as ``reading`` offers it to its
+        status, fenced, from a fresh read again on a conflict (:func:`~.retry.update_with_retry`);
+        whether it wrote."""
+        ns, name = key.split("/", 1)
+        return update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
+            lambda: self.custom.replace_namespaced_custom_object_status(
+                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
+
     def _new_workload(self, entry: WorkloadEntry) -> dict[str, Any]:
         ns, name = entry.name.split("/", 1)
         pod_sets = [{"name": p.name, "count": p.count, "template": {"spec": {"containers": [
@@ -490,9 +500,7 @@ class _Applier:
 
         # The object just created, or read, is the first attempt: no read before the write.
         reading = _Reading(lambda: self._get_workload(ns, name), start, fresh, uid=self._about(entry.name))
-        wrote = update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
-            lambda: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
+        wrote = self._update_workload_status(reading, entry.name, change)
         if reading.fresh and reading.last is not None:  # what its pods are ungated by (no read again)
             self._record(entry.name, reading.last)
         if wrote and self.dry:
@@ -616,9 +624,7 @@ class _Applier:
             return {**obj, "status": {**status, "conditions": conditions}}
 
         reading = self._reading("Workload", target)
-        wrote = update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
-            lambda: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
+        wrote = self._update_workload_status(reading, target, change)
         if reading.fresh and reading.last is not None:  # what its pods are ungated by (no read again)
             self._record(target, reading.last)
         if wrote:
@@ -643,9 +649,7 @@ class _Applier:
             return {**obj, "status": {**status, "nominatedClusterNames": clusters}}
 
         reading = self._reading("Workload", target)
-        if update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
-                lambda: self.custom.replace_namespaced_custom_object_status(
-                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))):
+        if self._update_workload_status(reading, target, change):
             self.result.writes.append(f"nominate Workload {target}: {', '.join(clusters)}")
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Nominated",
                        f"nominated worker clusters {', '.join(clusters)} ({dispatcher.rpartition('/')[2]})",
@@ -672,9 +676,7 @@ class _Applier:
             return {**obj, "status": {**status, "conditions": conditions}}
 
         reading = self._reading("Workload", target)
-        if update_with_retry(reading, change, lambda obj: reading.wrote(self._fenced(
-                lambda: self.custom.replace_namespaced_custom_object_status(
-                    KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry)))):
+        if self._update_workload_status(reading, target, change):
             self.result.writes.append(f"finish {label}")
             self.event("Workload", f"{KUEUE_GROUP}/{self.version}", ns, name, "Normal", "Finished", message,
                        of=reading.last)
@@ -858,10 +860,7 @@ class _Applier:
         if code in ("AdmissionCheckRejected", "RequeuingLimitExceeded"):
             self._deactivate(target)
         reading = self._reading("Workload", target)
-        wrote = update_with_retry(
-            reading, evict,
-            lambda obj: reading.wrote(self._fenced(lambda: self.custom.replace_namespaced_custom_object_status(
-                KUEUE_GROUP, self.version, ns, "workloads", name, obj, field_manager=MANAGER, **self.dry))))
+        wrote = self._update_workload_status(reading, target, evict)
         self.recorded[target] = None
         if wrote:
             self.result.writes.append(f"preempt {label}")

@@ -25,7 +25,7 @@ from clueue.engine import AdapterError
 
 from .retry import is_transient
 
-__all__ = ["ApiRefused", "ClusterUnavailable", "api_errors", "describe", "recorded", "server_of"]
+__all__ = ["ApiRefused", "ClusterUnavailable", "api_errors", "describe", "describe_with_grant", "recorded", "server_of"]
 
 
 class ClusterUnavailable(AdapterError):
@@ -102,6 +102,15 @@ def describe(error: BaseException, doing: str, server: str) -> AdapterError:
         return ClusterUnavailable(f"{where}: {problem}, after retrying; check that the API server is running "
                                   "and reachable at that address (kubectl cluster-info), then run the command again")
     return ClusterUnavailable(f"{where}: {problem}; check the kubeconfig's server address and certificate authority")
+
+
+def describe_with_grant(error: BaseException, doing: str, api: Any, grant: str) -> AdapterError:
+    """As :func:`describe`, but a refusal for want of a permission (HTTP 403) is said as
+    ``{doing}: forbidden; {grant}``, ``grant`` naming the permission the controller needs and
+    where deploy/ gives it."""
+    if isinstance(error, ApiException) and error.status == 403:
+        return AdapterError(f"{doing}: forbidden; {grant}")
+    return describe(error, doing, server_of(api))
 
 
 @contextlib.contextmanager

@@ -22,9 +22,7 @@ from clueue.engine import Plan, Snapshot
 from clueue.engine.snapshot import BACKOFF_ANNOTATION, REQUEUES_ANNOTATION
 
 from .apply import MANAGER
-from .errors import ClusterUnavailable, api_errors, recorded
 from .kinds import KUEUE_GROUP, POD_GROUP_VERSION, SCHEDULING_GROUP
-from .lease import LeaseLost
 from .queue_status import _Writer
 from .retry import missing_is_none, update_with_retry
 
@@ -74,7 +72,7 @@ def write_podgroup_status(api: client.ApiClient, plan: Plan, *, version: str = "
             return None if new == old else {**obj, "metadata": {**meta, "annotations": new}}
         return change
 
-    try:
+    with writer.batch(written):
         for entry in plan.pod_groups:
             r = entry.release
             if r is None:
@@ -120,25 +118,11 @@ def write_podgroup_status(api: client.ApiClient, plan: Plan, *, version: str = "
                           lambda obj, ns=ns, name=name: custom.replace_namespaced_custom_object_status(
                               SCHEDULING_GROUP, POD_GROUP_VERSION, ns, _PLURAL, name, obj,
                               field_manager=MANAGER, **dry))
-    except (ClusterUnavailable, LeaseLost) as e:
-        if errors is None:
-            raise
-        errors.append(str(e))
-    if written is not None:
-        written.extend(writer.written)
     return writer.writes
 
 
 class _GroupWriter(_Writer):
     """queue_status's writer (fenced, errors recorded or raised), for any change and deletes."""
-
-    def _guarded(self, doing: str, attempt: Callable[[], None]) -> None:
-        if self.errors is None:
-            with api_errors(self.api, doing):
-                attempt()
-        else:
-            with recorded(self.errors, self.api, doing):
-                attempt()
 
     def update(self, label: str, read: Callable[[], Any], change: Callable[[Any], Any],
                replace: Callable[[Any], Any]) -> None:

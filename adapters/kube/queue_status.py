@@ -21,6 +21,8 @@ on a conflict.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from kubernetes import client
@@ -135,7 +137,7 @@ def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *,
     writer = _Writer(api, fence or (lambda: None), errors)
     statuses = queue_statuses(snapshot, plan)
     shares, consumed = _fair_sharing(snapshot, plan, statuses)
-    try:
+    with writer.batch(written):
         for name, cq in statuses.cluster_queues.items():
             writer.write(f"ClusterQueue {name}", cq.to_dict(), cq.active,
                          lambda n=name: custom.get_cluster_custom_object(KUEUE_GROUP, version, "clusterqueues", n),
@@ -156,12 +158,6 @@ def write_queue_status(api: client.ApiClient, snapshot: Snapshot, plan: Plan, *,
                              KUEUE_GROUP, version, q.namespace, "localqueues", q.name, obj, field_manager=MANAGER,
                              **dry),
                          _consumed(consumed.get(key)))
-    except (ClusterUnavailable, LeaseLost) as e:
-        if errors is None:
-            raise
-        errors.append(str(e))
-    if written is not None:
-        written.extend(writer.written)
     return writer.writes
 
 
@@ -195,9 +191,27 @@ class _Writer:
                                  lambda obj: self._kept(self._fenced(lambda: replace(obj)))):
                 self.writes.append(f"status {label}")
 
+        self._guarded(f"writing the status of {label}", attempt)
+
+    def _guarded(self, doing: str, attempt: Callable[[], None]) -> None:
+        """``attempt()``: a request the API server refuses is recorded in ``errors`` and the
+        writing goes on (raised without ``errors``)."""
         if self.errors is None:
-            with api_errors(self.api, f"writing the status of {label}"):
+            with api_errors(self.api, doing):
                 attempt()
         else:
-            with recorded(self.errors, self.api, f"writing the status of {label}"):
+            with recorded(self.errors, self.api, doing):
                 attempt()
+
+    @contextlib.contextmanager
+    def batch(self, written: list[tuple[str, str, str]] | None) -> Iterator[None]:
+        """Around all the writes: an unavailable server or a lost lease ends them, recorded in
+        ``errors`` (raised without); then ``written`` gets what was written."""
+        try:
+            yield
+        except (ClusterUnavailable, LeaseLost) as e:
+            if self.errors is None:
+                raise
+            self.errors.append(str(e))
+        if written is not None:
+            written.extend(self.written)

@@ -28,11 +28,10 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from clueue.engine import AdapterError
 
-from ..kube.errors import describe, server_of
+from ..kube.errors import describe_with_grant
 from ..kube.retry import call
 from .api import GROUP, Route
 
@@ -96,14 +95,11 @@ def read_request_header_config(api: client.ApiClient) -> RequestHeaderConfig:
     where = f"ConfigMap {AUTH_NAMESPACE}/{AUTH_CONFIGMAP}"
     try:
         found = call(lambda: client.CoreV1Api(api).read_namespaced_config_map(AUTH_CONFIGMAP, AUTH_NAMESPACE))
-    except ApiException as e:
-        if e.status == 403:
-            raise AdapterError(f"reading {where}: forbidden; the visibility API trusts the front proxy it names, and "
-                               "the controller's ServiceAccount needs the Role extension-apiserver-authentication-"
-                               "reader in kube-system for it (deploy/visibility.yaml binds it)") from None
-        raise describe(e, f"reading {where}", server_of(api)) from None
-    except Exception as e:  # noqa: BLE001 - unreachable: said with the server's address
-        raise describe(e, f"reading {where}", server_of(api)) from None
+    except Exception as e:  # noqa: BLE001 - refused or unreachable: said with the server's address
+        raise describe_with_grant(e, f"reading {where}", api, "the visibility API trusts the front proxy it names, "
+                                  "and the controller's ServiceAccount needs the Role extension-apiserver-"
+                                  "authentication-reader in kube-system for it (deploy/visibility.yaml binds it)"
+                                  ) from None
     try:
         return RequestHeaderConfig.from_data(found.data or {})
     except ValueError as e:

@@ -17,9 +17,7 @@ from typing import Any, Callable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clueue.engine import AdapterError
-
-from ..kube.errors import describe, server_of
+from ..kube.errors import describe_with_grant
 from ..kube.retry import missing_is_none, update_with_retry
 from ..webhook.certs import CertManager
 from .api import GROUP, VERSIONS
@@ -65,11 +63,9 @@ def apiservice_ca_publisher(api: client.ApiClient, names: tuple[str, ...] = APIS
                 if update_with_retry(read, change, lambda found: registration.replace_api_service(name, found)):
                     log.info("APIService %s: caBundle set to the visibility API's CA", name)
             except ApiException as e:
-                if e.status == 403:
-                    raise AdapterError(f"APIService {name}: forbidden; the controller's ServiceAccount needs get and "
-                                       "update on apiservices (apiregistration.k8s.io) of this name to give it the "
-                                       "visibility API's CA (deploy/rbac.yaml)") from None
-                raise describe(e, f"updating APIService {name}", server_of(api)) from None
+                raise describe_with_grant(e, f"updating APIService {name}", api, "the controller's ServiceAccount "
+                                          "needs get and update on apiservices (apiregistration.k8s.io) of this name "
+                                          "to give it the visibility API's CA (deploy/rbac.yaml)") from None
     return publish
 
 

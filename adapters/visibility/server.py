@@ -24,7 +24,7 @@ from typing import Any, Callable
 from clueue.engine import AdapterError
 
 from ..http import Handler
-from ..tls import ReloadingTls, TlsHTTPServer
+from ..tls import ReloadingTls, TlsHTTPServer, TlsServer
 from . import api as wire
 from .auth import Authorizer, RequestHeaderConfig, User, authenticate, read_request_header_config
 from .certs import visibility_certificates
@@ -38,10 +38,6 @@ UPKEEP_S = 300.0
 _HEALTH = ("/healthz", "/readyz", "/livez")
 
 
-class _Server(TlsHTTPServer):
-    visibility: VisibilityServer
-
-
 def _forbidden_message(user: User, route: wire.Route, path: str) -> str:
     """The API server's wording of a refusal."""
     if not route.is_resource:
@@ -52,7 +48,7 @@ def _forbidden_message(user: User, route: wire.Route, path: str) -> str:
 
 
 class _Handler(Handler):
-    server: _Server
+    server: TlsHTTPServer  # its owner is the VisibilityServer
 
     def _send_json(self, code: int, body: dict[str, Any]) -> None:
         self.send_body(code, json.dumps(body).encode(), "application/json")
@@ -66,7 +62,7 @@ class _Handler(Handler):
             self.send_body(200, b"ok")
             return
         try:
-            self._send_json(200, self.server.visibility.answer(path, query, self._user(), self._peer()))
+            self._send_json(200, self.server.owner.answer(path, query, self._user(), self._peer()))
         except wire.RequestError as e:
             self._error(e)
         except Exception as e:  # noqa: BLE001 - answered, logged, never a dead connection
@@ -78,7 +74,7 @@ class _Handler(Handler):
         return getpeercert() if getpeercert is not None else None
 
     def _user(self) -> User | None:
-        return authenticate(self.server.visibility.front_proxy, self._peer(), self.headers)
+        return authenticate(self.server.owner.front_proxy, self._peer(), self.headers)
 
     def _refuse_method(self) -> None:
         self.close_connection = True  # its body, if any, is left unread: the connection cannot be reused
@@ -88,8 +84,8 @@ class _Handler(Handler):
     do_POST = do_PUT = do_PATCH = do_DELETE = _refuse_method  # noqa: N815 - http.server's names
 
 
-class VisibilityServer:
-    """The visibility API over HTTPS, in a background thread.
+class VisibilityServer(TlsServer):
+    """The visibility API over HTTPS, in a background thread (:meth:`start`, :meth:`stop`).
 
     Parameters:
         source: the plan the answers come from.
@@ -100,6 +96,9 @@ class VisibilityServer:
         rotate: renews the certificate files when due (and writes the caBundle), called every five minutes.
     """
 
+    handler = _Handler
+    serving = f"visibility API ({wire.GROUP}) serving on https://{{host}}:{{port}}"
+
     def __init__(self, source: PlanSource, authorizer: Authorizer,
                  front_proxy: Callable[[], RequestHeaderConfig], cert_file: Path, key_file: Path,
                  host: str = "0.0.0.0", port: int = 8082, *, rotate: Callable[[], Any] | None = None) -> None:
@@ -107,43 +106,23 @@ class VisibilityServer:
         self._stop = threading.Event()
         self._read_front_proxy = front_proxy
         self.front_proxy = front_proxy()
-        self._tls = ReloadingTls(cert_file, key_file, what="visibility API", client_ca=lambda: self.front_proxy.client_ca)
-        self._host, self._wanted_port = host, port
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The port listened on (the one taken when 0 was asked)."""
-        return self._httpd.server_address[1] if self._httpd is not None else self._wanted_port
+        super().__init__(ReloadingTls(cert_file, key_file, what="visibility API",
+                                      client_ca=lambda: self.front_proxy.client_ca), host, port)
 
     def start(self) -> VisibilityServer:
-        """Listen and serve in a daemon thread; returns self.
+        """Listen and serve in a daemon thread, and start the upkeep; returns self.
 
         Raises:
             OSError: the address cannot be bound.
         """
-        httpd = _Server((self._host, self._wanted_port), _Handler)
-        httpd.tls, httpd.visibility = self._tls, self
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="clueue-visibility", daemon=True)
-        self._thread.start()
+        super().start()
         threading.Thread(target=self._upkeep, name="visibility-upkeep", daemon=True).start()
-        log.info("visibility API (%s) serving on https://%s:%d", wire.GROUP, self._host, self.port)
         return self
 
     def stop(self) -> None:
-        """Stop listening and end the open connections (idempotent)."""
+        """Stop listening, end the open connections and the upkeep (idempotent)."""
         self._stop.set()
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-            httpd.close_connections()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        super().stop()
 
     def _upkeep(self) -> None:
         while not self._stop.wait(UPKEEP_S):

@@ -25,7 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clueue.adapters.kube.errors import describe, server_of
+from clueue.adapters.kube.errors import describe_with_grant
 from clueue.adapters.kube.retry import call, missing_is_none
 from clueue.engine import AdapterError
 from clueue.engine.config import Config
@@ -222,16 +222,14 @@ class CertManager:
         return f"Secret {self.namespace}/{self.secret}"
 
     def _refused(self, e: ApiException, doing: str) -> AdapterError:
-        if e.status == 403:
-            return AdapterError(f"{doing} {self._where()}: forbidden; the controller's ServiceAccount needs get, "
-                                f"create and update on secrets in namespace {self.namespace} to manage the "
-                                f"{self.component}'s certificates" + (" (or run it with --cert-dir)"
-                                                                      if self.component == "webhook" else ""))
         if e.status == 404:
             return AdapterError(f"{doing} {self._where()}: namespace {self.namespace} does not exist; create it "
                                 "(kubectl apply -k deploy/) or start the controller with --namespace naming "
                                 "the one it runs in")
-        return describe(e, f"{doing} {self._where()}", server_of(self.api))
+        return describe_with_grant(e, f"{doing} {self._where()}", self.api, "the controller's ServiceAccount needs "
+                                   f"get, create and update on secrets in namespace {self.namespace} to manage the "
+                                   f"{self.component}'s certificates" + (" (or run it with --cert-dir)"
+                                                                         if self.component == "webhook" else ""))
 
     def _read(self) -> dict[str, bytes] | None:
         try:

@@ -28,7 +28,7 @@ from clueue.adapters.kube.retry import call
 from clueue.engine.config import Config
 
 from ..http import Handler
-from ..tls import ReloadingTls, TlsHTTPServer
+from ..tls import ReloadingTls, TlsHTTPServer, TlsServer
 from .configuration import MUTATE_PATH, VALIDATE_PATH
 from .mutate import mutate, validate
 
@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 2**20
 #: How long a namespace's labels read from the API are reused.
 NAMESPACE_CACHE_S = 5.0
-#: A connection that sends nothing for this long is dropped (it holds a thread).
-SOCKET_TIMEOUT_S = 30.0
 
 
 def namespace_label_reader(api: client.ApiClient, ttl: float = NAMESPACE_CACHE_S) -> Callable[[str], Mapping[str, str]]:
@@ -68,13 +66,8 @@ def namespace_label_reader(api: client.ApiClient, ttl: float = NAMESPACE_CACHE_S
     return labels
 
 
-class _Server(TlsHTTPServer):
-    socket_timeout = SOCKET_TIMEOUT_S
-    webhook: WebhookServer
-
-
 class _Handler(Handler):
-    server: _Server
+    server: TlsHTTPServer  # its owner is the WebhookServer
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.path.split("?")[0] in ("/healthz", "/readyz"):
@@ -98,7 +91,7 @@ class _Handler(Handler):
         except (ValueError, KeyError, TypeError) as e:
             self.send_body(400, f"not an AdmissionReview v1: {e}".encode(),)
             return
-        answer = self.server.webhook.review(path, request)
+        answer = self.server.owner.review(path, request)
         out = {"apiVersion": review.get("apiVersion") or "admission.k8s.io/v1", "kind": "AdmissionReview",
                "response": {"uid": request["uid"], **answer}}
         self.send_body(200, json.dumps(out).encode(), "application/json")
@@ -109,8 +102,8 @@ def _refused(message: str, code: int = HTTPStatus.FORBIDDEN) -> dict[str, Any]:
                                          "reason": "Forbidden" if code == HTTPStatus.FORBIDDEN else "InternalError"}}
 
 
-class WebhookServer:
-    """The Pod webhook served over HTTPS, in a background thread.
+class WebhookServer(TlsServer):
+    """The Pod webhook served over HTTPS, in a background thread (:meth:`start`, :meth:`stop`).
 
     Parameters:
         config: which Pods are queued.
@@ -122,6 +115,9 @@ class WebhookServer:
         api: the ApiClient of the default ``namespace_labels``.
     """
 
+    handler = _Handler
+    serving = "webhook serving on https://{host}:{port}"
+
     def __init__(self, config: Config, cert_file: Path, key_file: Path, host: str = "0.0.0.0", port: int = 9443,
                  namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
                  on_gated: Callable[[], None] | None = None, *, api: client.ApiClient | None = None) -> None:
@@ -130,35 +126,7 @@ class WebhookServer:
                 raise ValueError("WebhookServer needs namespace_labels or api to look up the labels of namespaces")
             namespace_labels = namespace_label_reader(api)
         self.config, self.namespace_labels, self.on_gated = config, namespace_labels, on_gated
-        self._tls = ReloadingTls(cert_file, key_file, what="webhook")
-        self._host, self._wanted_port = host, port
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The port listened on (the one taken when 0 was asked)."""
-        return self._httpd.server_address[1] if self._httpd is not None else self._wanted_port
-
-    def start(self) -> WebhookServer:
-        """Listen and serve in a daemon thread; returns self."""
-        httpd = _Server((self._host, self._wanted_port), _Handler)
-        httpd.tls, httpd.webhook = self._tls, self
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="clueue-webhook", daemon=True)
-        self._thread.start()
-        log.info("webhook serving on https://%s:%d", self._host, self.port)
-        return self
-
-    def stop(self) -> None:
-        """Stop listening and end the open connections."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd.close_connections()
-        if self._thread is not None:
-            self._thread.join()
-        self._httpd = self._thread = None
+        super().__init__(ReloadingTls(cert_file, key_file, what="webhook"), host, port)
 
     def review(self, path: str, request: Mapping[str, Any]) -> dict[str, Any]:
         """The AdmissionResponse (without ``uid``) to ``request`` received on ``path``."""

@@ -48,9 +48,10 @@ _MAIN = "import sys; from clueue.adapters.cli import main; sys.argv[0] = 'clueue
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[ControlPlane]:
-    """A control plane of the test module's own, with the controller's namespace: a controller
-    decides over the whole cluster, so it must not run on the shared ``kube`` fixture. Import it
-    (and ``api``) into a test module to use it there."""
+    """A control plane of the test module's own, with the controller's namespace (where the
+    controller and ``clueue apply`` take their Leases): a controller, or a cycle, decides over the
+    whole cluster, so it must not run on the shared ``kube`` fixture. Import it (and ``api``) into
+    a test module to use it there."""
     with ControlPlane(ensure_binaries()) as plane:
         plane.create_namespace(CONTROLLER_NS)
         yield plane

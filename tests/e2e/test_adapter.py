@@ -18,28 +18,11 @@ from clueue.adapters.kube import ClusterCache, apply_plan, read_cluster
 from clueue.adapters.kube.apply import GATE
 from clueue.adapters.kube.retry import update_with_retry
 from clueue.engine import load_policy, run_cycle
-from tests.testenv.build import ensure_binaries
-from tests.testenv.control_plane import ControlPlane
+# a control plane of this module's own, so that its cycles see only its objects
+from tests.e2e.controller_harness import api, cluster  # noqa: F401 - this module's fixtures
 
 KUEUE = "kueue.x-k8s.io/v1beta1"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster"
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A control plane of this module's own, so that its cycles see only its objects."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def api(cluster):
-    with cluster.api_client() as api:
-        yield api
 
 
 def create(api, body):
@@ -63,14 +46,19 @@ def create(api, body):
     raise AssertionError(kind)
 
 
-def queue_setup(api, tag, nominal=4, namespace=None):
+def queue_setup(api, tag, nominal=4, namespace=None, *, quotas=None, topology=None):
+    """A namespace (``ns-<tag>`` unless named), a flavor ``fl-<tag>`` selecting the nodes of
+    ``pool: pool-<tag>`` (and of the Topology ``topology``, if named), a ClusterQueue ``cq-<tag>``
+    with ``nominal`` cpu of it (or the nominal quota of each resource in ``quotas``) and a
+    LocalQueue ``main`` of it. Returns the namespace."""
     ns = namespace or f"ns-{tag}"
+    quotas = quotas or {"cpu": nominal}
     create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{tag}"},
-                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}}})
+                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}, **({"topologyName": topology} if topology else {})}})
     create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}]}})
+        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": list(quotas), "flavors": [
+            {"name": f"fl-{tag}", "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()]}]}]}})
     create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": ns},
                  "spec": {"clusterQueue": f"cq-{tag}"}})
     return ns

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,34 +27,17 @@ from clueue.adapters.kube.apply import GATE
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DeciderLease, LeaseHeld
 from clueue.engine import load_policy
+# a control plane of this module's own: each apply decides over the whole cluster
+from tests.e2e.controller_harness import CONTROLLER_NS, api, cluster  # noqa: F401 - cluster and api are fixtures
 from tests.e2e.decider_hooks import CRASH_EXIT
 from tests.e2e.test_adapter import KUEUE, create, cycle, gated_pod, queue_setup, tag, workload_object
-from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
-LEASE_NS = "clueue-system"
+LEASE_NS = CONTROLLER_NS  # the fixture `cluster` makes it
 REPO = Path(__file__).resolve().parents[2]
 HOOKS = Path(__file__).resolve().parent / "decider_hooks.py"
 DECIDERS = 4  # racing in each trial: one that pauses between reading and writing, and three more
 TRIALS = 3
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    """A control plane of this module's own: each apply decides over the whole cluster."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    plane.create_namespace(LEASE_NS)
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def api(cluster: ControlPlane) -> Iterator[client.ApiClient]:
-    with cluster.api_client() as api:
-        yield api
 
 
 def start_apply(cluster: ControlPlane, *extra: str, hook: str = "", env: dict[str, str] | None = None

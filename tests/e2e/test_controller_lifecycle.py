@@ -10,19 +10,12 @@ the status subresource, as a kubelet would. The controller's /metrics are read a
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kubernetes import client
 
 from clueue.adapters.kube.apply import GATE
@@ -34,7 +27,7 @@ from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are t
 )
 from tests.e2e.test_adapter import queue_setup, tag, workload_object
 from tests.e2e.test_preemption import preempting_queue
-from tests.testenv.control_plane import ControlPlane
+from tests.testenv.control_plane import ControlPlane, serving_certificate_files
 
 FAST = ("--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4")
 FINALIZER = "kueue.x-k8s.io/managed"
@@ -198,36 +191,9 @@ def test_preemption_deletes_every_pod_of_the_lower_priority_workload(controller,
     assert metric(port, "clueue_evicted_workloads_total", cluster_queue=f"cq-{t}", reason="Preempted") == 1.0
 
 
-def _certificates(directory: Path) -> bytes:
-    """A CA and a serving certificate for 127.0.0.1 it signs, as cert-manager would provide them:
-    tls.crt, tls.key and ca.crt in ``directory``; returns the CA's PEM."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def certificate(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
-        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if not ca:
-            builder = builder.add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = certificate("test-ca", ca_key, "test-ca", ca_key, True)
-    serving = certificate("127.0.0.1", key, "test-ca", ca_key, False)
-    pem = ca.public_bytes(serialization.Encoding.PEM)
-    (directory / "ca.crt").write_bytes(pem)
-    (directory / "tls.crt").write_bytes(serving.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
-    return pem
-
-
 def test_the_webhook_serves_external_certificates_from_cert_dir(controller, cluster, api, tmp_path):
     """Last in the module: this controller's registration replaces the module controller's."""
-    ca = _certificates(tmp_path)
+    ca = serving_certificate_files(tmp_path)
     port = free_port()
     proc = start_controller(cluster, *FAST, "--webhook", "--cert-dir", str(tmp_path), "--webhook-bind-address",
                             f"127.0.0.1:{port}", "--webhook-url", f"https://127.0.0.1:{port}")

@@ -30,34 +30,16 @@ from clueue.adapters.kube import apply as apply_module
 from clueue.adapters.kube.decide import Decided, decide_and_apply
 from clueue.engine import Config, Plan, Snapshot, load_policy, run_cycle
 from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
-from tests.e2e.controller_harness import wait_until
+# a control plane of this module's own: each turn decides over the whole cluster
+from tests.e2e.controller_harness import api, cluster, wait_until  # noqa: F401 - cluster and api are fixtures
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
 from tests.e2e.test_controller_faults import admitted_usage, is_gated, mark_succeeded
-from tests.testenv.build import ensure_binaries
-from tests.testenv.control_plane import ControlPlane
 
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
 POLICY = load_policy()
 QUOTA = 2  # cpu of each test's ClusterQueue; its pods ask 1 cpu each
 WAIT_S = 120  # a guard against hanging, never a measure of speed
 STEPS = ("read", "decide")  # the pauses before apply: the snapshot is as old at both
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    """A control plane of this module's own: each turn decides over the whole cluster."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def api(cluster: ControlPlane) -> Iterator[client.ApiClient]:
-    with cluster.api_client() as api:
-        yield api
 
 
 @pytest.fixture

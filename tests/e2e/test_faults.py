@@ -29,25 +29,15 @@ from kubernetes import client
 
 from clueue.adapters.cli import main
 from clueue.adapters.kube.apply import GATE
+# a control plane of this module's own, with clueue-system where apply takes its Lease: its applies
+# see only its objects, and it restarts
+from tests.e2e.controller_harness import cluster  # noqa: F401 - this module's fixture
 from tests.e2e.test_adapter import create, gated_pod, queue_setup
-from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 from tests.testenv.faults import Fault, FaultProxy
 
 QUOTA = 4  # cpu of each test's ClusterQueue; its six pods ask 1 cpu each
 PODS = 6
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    """A control plane of this module's own: its applies see only its objects, and it restarts."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    plane.create_namespace("clueue-system")  # where apply takes its Lease
-    try:
-        yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture

@@ -9,21 +9,9 @@ from kubernetes import client
 
 from clueue.adapters.kube import ClusterCache, apply_plan
 from clueue.adapters.kube.apply import SentWarnings
+# a control plane of this module's own: the malformed objects stay out of other tests' cycles
+from tests.e2e.controller_harness import api, cluster  # noqa: F401 - this module's fixtures
 from tests.e2e.test_adapter import KUEUE, create, cycle, gated_pod, queue_setup, tag, workload_object
-from tests.testenv.build import ensure_binaries
-from tests.testenv.control_plane import ControlPlane
-
-
-@pytest.fixture(scope="module")
-def api():
-    """A control plane of this module's own: the malformed objects stay out of other tests' cycles."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    try:
-        with plane.api_client() as api:
-            yield api
-    finally:
-        plane.stop()
 
 
 def _events(api, ns):

@@ -3,30 +3,12 @@ the Events ``kubectl describe`` lists, the columns ``kubectl get`` prints."""
 
 from __future__ import annotations
 
-import pytest
 from kubernetes import client
 
 from clueue.adapters.kube import apply_plan
+# a control plane of this module's own, so that its cycles see only its objects
+from tests.e2e.controller_harness import api, cluster  # noqa: F401 - this module's fixtures
 from tests.e2e.test_adapter import create, cycle, gated_pod, queue_setup, tag, workload_object
-from tests.testenv.build import ensure_binaries
-from tests.testenv.control_plane import ControlPlane
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A control plane of this module's own, so that its cycles see only its objects."""
-    plane = ControlPlane(ensure_binaries())
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def api(cluster):
-    with cluster.api_client() as api:
-        yield api
 
 
 def described_events(api, obj):

@@ -13,34 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from clueue.adapters.kube import apply_plan, read_cluster
 from clueue.engine import load_policy, run_cycle
 from clueue.engine.plan import Plan
 from tests.e2e.controller_harness import wait_until
-from tests.e2e.test_adapter import KUEUE, create, gated_pod
-from tests.testenv.build import ensure_binaries
+from tests.e2e.test_adapter import create, gated_pod, queue_setup
+# the module's own control plane with kube-scheduler, and an admin client, as there
+from tests.e2e.test_placement_live import WAIT_S, api, plane  # noqa: F401 (fixtures)
 from tests.testenv.control_plane import ControlPlane
 
 HOSTNAME = "kubernetes.io/hostname"
-WAIT_S = 90.0  # a guard against hanging on a loaded machine, not a measure of speed
-
-
-@pytest.fixture(scope="module")
-def plane() -> Iterator[ControlPlane]:
-    with ControlPlane(ensure_binaries(), scheduler=True) as plane:
-        yield plane
-
-
-@pytest.fixture
-def api(plane: ControlPlane) -> Iterator[client.ApiClient]:
-    with plane.api_client() as admin:
-        yield admin
 
 
 def _pool(plane: ControlPlane, api: client.ApiClient, nodes: dict[str, dict[str, Any]]) -> str:
@@ -51,14 +37,7 @@ def _pool(plane: ControlPlane, api: client.ApiClient, nodes: dict[str, dict[str,
     for name, spec in nodes.items():
         plane.create_node(f"{name}-{tag}", {"cpu": spec.get("cpu", "64"), "memory": "64Gi", "pods": spec.get("pods", "110")},
                           labels={"pool": f"pool-{tag}", **spec.get("labels", {})})
-    create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{tag}"}})
-    create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{tag}"},
-                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}}})
-    create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": 1000}]}]}]}})
-    create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": f"ns-{tag}"},
-                 "spec": {"clusterQueue": f"cq-{tag}"}})
+    queue_setup(api, tag, nominal=1000)
     return tag
 
 

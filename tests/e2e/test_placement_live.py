@@ -20,7 +20,7 @@ from kubernetes import client
 from clueue.engine.podgroups import POD_GROUP_LABEL
 from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
 from tests.e2e.controller_harness import CONTROLLER_NS, start_controller, stop_controller, wait_until
-from tests.e2e.test_adapter import KUEUE, create, gated_pod
+from tests.e2e.test_adapter import create, gated_pod, queue_setup
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
@@ -58,15 +58,7 @@ def gpu_pool(plane: ControlPlane, api: client.ApiClient, nodes: int, gpus: int =
     tag = uuid.uuid4().hex[:6]
     for i in range(nodes):
         plane.create_node(f"n{i}-{tag}", {"cpu": "64", "memory": "256Gi", GPU: "8"}, labels={"pool": f"pool-{tag}"})
-    create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{tag}"}})
-    create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{tag}"},
-                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}}})
-    create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu", GPU], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": cpus or 64 * nodes},
-                                                {"name": GPU, "nominalQuota": gpus}]}]}]}})
-    create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": f"ns-{tag}"},
-                 "spec": {"clusterQueue": f"cq-{tag}"}})
+    queue_setup(api, tag, quotas={"cpu": cpus or 64 * nodes, GPU: gpus})
     return tag
 
 

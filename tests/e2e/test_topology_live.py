@@ -17,7 +17,7 @@ from kubernetes import client
 
 from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
 from tests.e2e.controller_harness import wait_until
-from tests.e2e.test_adapter import KUEUE, create, gated_pod
+from tests.e2e.test_adapter import KUEUE, create, gated_pod, queue_setup
 # the module's own control plane with kube-scheduler, its controller and an admin client, as there
 from tests.e2e.test_placement_live import WAIT_S, api, controller, plane  # noqa: F401 (fixtures)
 from tests.testenv.control_plane import ControlPlane
@@ -41,16 +41,9 @@ def racks(plane: ControlPlane, api: client.ApiClient, sizes: dict[str, int]) -> 
             plane.create_node(name, {"cpu": "8", "memory": "64Gi"},
                               labels={"pool": f"pool-{tag}", BLOCK: "b1", RACK: rack})
             rack_of[name] = rack
-    create(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{tag}"}})
     create(api, {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": f"topo-{tag}"},
                  "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]}})
-    create(api, {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fl-{tag}"},
-                 "spec": {"nodeLabels": {"pool": f"pool-{tag}"}, "topologyName": f"topo-{tag}"}})
-    create(api, {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": f"cq-{tag}"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": f"fl-{tag}", "resources": [{"name": "cpu", "nominalQuota": 1000}]}]}]}})
-    create(api, {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "main", "namespace": f"ns-{tag}"},
-                 "spec": {"clusterQueue": f"cq-{tag}"}})
+    queue_setup(api, tag, nominal=1000, topology=f"topo-{tag}")
     return tag, rack_of
 
 

@@ -64,7 +64,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.testenv.build import Binaries
+from tests.testenv.build import Binaries, Progress
 
 __all__ = [
     "ADMIN_GROUP",
@@ -96,8 +96,6 @@ STARTUP_TIMEOUT_S = 180.0
 #: (group, version, plural) of CustomResourceDefinitions, for the generic custom-objects API.
 _CRD_RESOURCE = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
-Progress = Callable[[str], None]
-
 
 class ControlPlaneError(RuntimeError):
     """etcd or kube-apiserver did not start, or the CRDs did not install."""
@@ -106,12 +104,6 @@ class ControlPlaneError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Certificates
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _KeyPair:
-    cert_pem: bytes
-    key_pem: bytes
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
@@ -168,6 +160,43 @@ def _certificate(
     return builder.sign(issuer_key, hashes.SHA256())
 
 
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    # P-256 keys: generated in microseconds, accepted by Go's TLS stack and by OpenSSL.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _common_name(name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+
+
+@dataclass(frozen=True)
+class _Ca:
+    """A self-signed certificate authority, and the certificates it issues."""
+
+    name: x509.Name
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    @classmethod
+    def new(cls, common_name: str) -> _Ca:
+        key, name = _new_key(), _common_name(common_name)
+        return cls(name, key, _certificate(name, key, name, key, is_ca=True))
+
+    def issue(self, subject: x509.Name, usage: x509.ObjectIdentifier, sans: Iterable[x509.GeneralName] = ()
+              ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+        """A fresh key and its certificate for ``subject``, for ``usage`` (server or client auth)."""
+        key = _new_key()
+        return key, _certificate(subject, key, self.name, self.key, is_ca=False, usages=[usage], sans=sans)
+
+
+def _write_private(directory: Path, name: str, data: bytes) -> Path:
+    """``data`` written to ``directory/name``, readable by this user only."""
+    path = directory / name
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return path
+
+
 @dataclass(frozen=True)
 class Certificates:
     """PEM files of one control plane, all under ``directory``."""
@@ -185,20 +214,11 @@ class Certificates:
     def generate(cls, directory: Path) -> Certificates:
         """Create a fresh CA, serving and admin certificates, and service-account keys."""
         directory.mkdir(parents=True, exist_ok=True)
-        # P-256 keys: generated in microseconds, accepted by Go's TLS stack and by OpenSSL.
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "clueue-e2e-ca")])
-        ca = _certificate(ca_name, ca_key, ca_name, ca_key, is_ca=True)
-
-        serving_key = ec.generate_private_key(ec.SECP256R1())
+        ca = _Ca.new("clueue-e2e-ca")
         first_service_ip = next(ipaddress.IPv4Network(SERVICE_CLUSTER_IP_RANGE).hosts())
-        serving = _certificate(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
-            serving_key,
-            ca_name,
-            ca_key,
-            is_ca=False,
-            usages=[ExtendedKeyUsageOID.SERVER_AUTH],
+        serving_key, serving = ca.issue(
+            _common_name("kube-apiserver"),
+            ExtendedKeyUsageOID.SERVER_AUTH,
             sans=[
                 x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                 x509.IPAddress(first_service_ip),  # the in-cluster `kubernetes` Service
@@ -209,8 +229,7 @@ class Certificates:
             ],
         )
 
-        admin_key = ec.generate_private_key(ec.SECP256R1())
-        admin = _certificate(
+        admin_key, admin = ca.issue(
             x509.Name(
                 [
                     # The apiserver maps O to groups and CN to the user name.
@@ -218,26 +237,19 @@ class Certificates:
                     x509.NameAttribute(NameOID.COMMON_NAME, ADMIN_USER),
                 ]
             ),
-            admin_key,
-            ca_name,
-            ca_key,
-            is_ca=False,
-            usages=[ExtendedKeyUsageOID.CLIENT_AUTH],
+            ExtendedKeyUsageOID.CLIENT_AUTH,
         )
 
         # Service-account tokens are signed with RSA: every Kubernetes client verifies RS256.
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
         def write(name: str, data: bytes) -> Path:
-            path = directory / name
-            path.write_bytes(data)
-            path.chmod(0o600)
-            return path
+            return _write_private(directory, name, data)
 
         pem = serialization.Encoding.PEM
         return cls(
             directory=directory,
-            ca_cert=write("ca.crt", ca.public_bytes(pem)),
+            ca_cert=write("ca.crt", ca.cert.public_bytes(pem)),
             serving_cert=write("apiserver.crt", serving.public_bytes(pem)),
             serving_key=write("apiserver.key", _pem_key(serving_key)),
             admin_cert=write("admin.crt", admin.public_bytes(pem)),
@@ -248,6 +260,19 @@ class Certificates:
                 sa_key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo),
             ),
         )
+
+
+def serving_certificate_files(directory: Path, host: str = "127.0.0.1") -> bytes:
+    """A fresh CA and a serving certificate for the address ``host`` that it signs, as
+    cert-manager provides them: ``tls.crt``, ``tls.key`` and ``ca.crt`` in ``directory``.
+    Returns the CA's PEM (a caBundle)."""
+    ca = _Ca.new("clueue-e2e-serving-ca")
+    key, serving = ca.issue(_common_name(host), ExtendedKeyUsageOID.SERVER_AUTH,
+                            sans=[x509.IPAddress(ipaddress.ip_address(host))])
+    pem = serialization.Encoding.PEM
+    _write_private(directory, "tls.crt", serving.public_bytes(pem))
+    _write_private(directory, "tls.key", _pem_key(key))
+    return _write_private(directory, "ca.crt", ca.cert.public_bytes(pem)).read_bytes()
 
 
 #: The common name of the front proxy's client certificate: the one name the API server's
@@ -268,22 +293,12 @@ class FrontProxy:
     def generate(cls, directory: Path) -> FrontProxy:
         """A fresh front-proxy CA (apart from the cluster's CA, as Kubernetes recommends) and client."""
         directory.mkdir(parents=True, exist_ok=True)
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "clueue-e2e-front-proxy-ca")])
-        ca = _certificate(ca_name, ca_key, ca_name, ca_key, is_ca=True)
-        client_key = ec.generate_private_key(ec.SECP256R1())
-        client = _certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT)]), client_key,
-                              ca_name, ca_key, is_ca=False, usages=[ExtendedKeyUsageOID.CLIENT_AUTH])
+        ca = _Ca.new("clueue-e2e-front-proxy-ca")
+        client_key, client = ca.issue(_common_name(FRONT_PROXY_CLIENT), ExtendedKeyUsageOID.CLIENT_AUTH)
         pem = serialization.Encoding.PEM
-        paths = []
-        for name, data in (("front-proxy-ca.crt", ca.public_bytes(pem)),
-                           ("front-proxy-client.crt", client.public_bytes(pem)),
-                           ("front-proxy-client.key", _pem_key(client_key))):
-            path = directory / name
-            path.write_bytes(data)
-            path.chmod(0o600)
-            paths.append(path)
-        return cls(*paths)
+        return cls(ca_cert=_write_private(directory, "front-proxy-ca.crt", ca.cert.public_bytes(pem)),
+                   client_cert=_write_private(directory, "front-proxy-client.crt", client.public_bytes(pem)),
+                   client_key=_write_private(directory, "front-proxy-client.key", _pem_key(client_key)))
 
     def apiserver_args(self) -> list[str]:
         """The flags that let kube-apiserver proxy to aggregated API servers, with the headers
