@@ -39,8 +39,7 @@ LEADER_LEASE = "clueue-controller"
 DECIDER_LEASE = "clueue-decider"
 T = TypeVar("T")
 
-# `python -m clueue.adapters.cli` would run cli.py as __main__, beside the clueue.adapters.cli
-# module its subcommands register on: call the installed entry point instead.
+# The installed entry point, called as the `clueue` script calls it.
 _MAIN = "import sys; from clueue.adapters.cli import main; sys.argv[0] = 'clueue'; main()"
 
 

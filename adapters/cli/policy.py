@@ -24,8 +24,8 @@ from clueue.engine.policytest import (
     CaseResult, SnapshotDiff, builtin_tests, check_policy, diff_policies, load_tests, run_tests,
 )
 
-from .files import load_config, load_snapshot, read_documents
-from .render import dump
+from ..files import load_config, load_snapshot, read_documents
+from ..render import dump
 
 __all__ = ["policy", "render_diff", "diff_document"]
 
