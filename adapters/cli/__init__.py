@@ -1,9 +1,8 @@
 """The ``clueue`` command line: parses options and calls the library, nothing more.
 
 One module per command (or command group), each importing the options it shares with the
-others from :mod:`.options` (and none from another command's module but ``audit``, which prints
-``policy diff``'s report); this package only registers them on the ``clueue`` group of
-:mod:`.group`. ``main`` is the console script.
+others from :mod:`.options` and none from another command's module; this package only registers
+them on the ``clueue`` group of :mod:`.group`. ``main`` is the console script.
 """
 
 from __future__ import annotations

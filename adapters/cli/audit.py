@@ -19,6 +19,7 @@ from rich.table import Table
 
 from clueue.engine import Config, load_policy
 from clueue.engine.durations import parse_duration
+from clueue.policytools import diff_document, render_diff
 
 from ..decisionlog.config import log_path
 from ..decisionlog.store import DecisionLog
@@ -26,7 +27,6 @@ from ..decisionlog.timeline import brief, render_timeline, workload_timeline
 from ..files import load_config
 from ..render import dump
 from .options import config_option, guard, output_option
-from .policy import diff_document, render_diff
 
 __all__ = ["audit"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clueue.adapters.files import read_documents
-from clueue.engine.policytest import builtin_tests, run_tests
+from clueue.policytools import builtin_tests, run_tests
 
 from .helpers import ROOT, cli, write
 
