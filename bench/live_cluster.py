@@ -113,7 +113,8 @@ class ControllerProcess:
         argv = ["controller", "--kubeconfig", kubeconfig, "--namespace", namespace,
                 "--metrics-bind-address", f"127.0.0.1:{self.port}", *gating, *extra_args]
         if profile:
-            code = f"from clueue.bench.live_cluster import profiled_main; profiled_main({argv!r}, {profile!r})"
+            code = (f"from clueue.adapters.cli import main; from clueue.bench.live_cluster import profiled_main; "
+                    f"profiled_main(main, {argv!r}, {profile!r})")
         else:
             code = f"import sys; from clueue.adapters.cli import main; sys.argv = ['clueue'] + {argv!r}; main()"
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="clueue-bench-live-")) / f"controller-{self.port}.log"
@@ -194,17 +195,17 @@ class ControllerProcess:
         return self.popen.returncode
 
 
-def profiled_main(argv: list[str], path: str) -> None:
-    """Run ``clueue <argv>`` with every thread under :mod:`cProfile`; merged statistics go to ``path``.
+def profiled_main(main: Callable[[], object], argv: list[str], path: str) -> None:
+    """Run ``clueue <argv>`` (``main``, the command line's entry point) with every thread under
+    :mod:`cProfile`; merged statistics go to ``path``.
 
     :func:`cProfile.run` sees the main thread only, and the controller decides and writes in
-    others: each thread started from here gets a profiler of its own.
+    others: each thread started from here gets a profiler of its own. The child process's code
+    hands ``main`` in: the benchmarks sit below the command line and do not import it.
     """
     import cProfile
     import pstats
     import threading
-
-    from clueue.adapters.cli import main
 
     profiles = [cProfile.Profile()]
     thread_run = threading.Thread.run

@@ -11,7 +11,7 @@ message does not depend on which PyYAML release is installed. Kubernetes objects
 levels.
 
 Every reader of YAML or JSON in clueue goes through here: snapshots and configuration files
-(``clueue.adapters.files``), policy test files (``policytest``).
+(``clueue.adapters.files``), policy test files (``clueue.policytools``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ its own stored documents, observed when it was), and decided at the time the cyc
 decisions (each workload's last recorded state as of the cycle, the cycle's actions and its
 PodGroups' entries) are
 compared with the replay's by the decision diff of ``clueue policy diff``
-(engine/policytest.py), and the workers each dispatched workload was nominated to apart (that
+(policytools/diff.py), and the workers each dispatched workload was nominated to apart (that
 diff names a nomination, not its workers), so an exact replay shows no change.
 """
 
@@ -22,7 +22,7 @@ from clueue.engine import Action, Config, Document, Plan, Policy, Snapshot, Work
 from clueue.engine.guard import Limits, guarded_cycle
 from clueue.engine.plan import PodGroupEntry, PodGroupRelease, PodSetAssignment, SolverInfo
 from clueue.engine.policy import PolicyFile, check_safety
-from clueue.engine.policytest import SnapshotDiff, snapshot_diff
+from clueue.policytools import SnapshotDiff, snapshot_diff
 from clueue.engine.reasons import Reason
 from clueue.engine.snapshot import WorkerView
 

@@ -41,8 +41,7 @@ T = TypeVar("T")
 #: The shortest a :func:`wait_until` waits before it calls a condition never met.
 WAIT_FLOOR_SECONDS = 300.0
 
-# `python -m clueue.adapters.cli` would run cli.py as __main__, beside the clueue.adapters.cli
-# module its subcommands register on: call the installed entry point instead.
+# The installed entry point, called as the `clueue` script calls it.
 _MAIN = "import sys; from clueue.adapters.cli import main; sys.argv[0] = 'clueue'; main()"
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from clueue.adapters.files import read_documents
-from clueue.engine.policytest import builtin_tests, run_tests
+from clueue.policytools import builtin_tests, run_tests
 
 from .helpers import ROOT, cli, write
 
-RULE_GROUPS = {"eligibility", "quota", "ordering", "admission", "preemption"}
+RULE_GROUPS = {"eligibility", "quota", "ordering", "admission", "preemption", "holds", "topology"}
 
 
 def test_the_builtin_suite_passes():
@@ -30,7 +30,8 @@ def test_the_suite_covers_every_rule_group_and_ships_with_the_package():
                   "reclaims no more than its own nominal quota", "one workload of a ClusterQueue preempts per cycle",
                   "could never preempt does not hold back", "could never free enough",
                   "borrowWithinCohort preempts a lower priority", "maxPriorityThreshold keeps",
-                  "takes no workload of its own priority or above"):
+                  "takes no workload of its own priority or above", "keeps its free nominal quota for its head",
+                  "requiring one rack"):
         assert topic in titles, topic
 
 

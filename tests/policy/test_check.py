@@ -8,7 +8,7 @@ import pytest
 
 from clueue.engine import PolicyError
 from clueue.engine.guard import Limits
-from clueue.engine.policytest import Diagnostic, check_policy
+from clueue.policytools import Diagnostic, check_policy
 
 from .helpers import EXAMPLES, cli, write
 

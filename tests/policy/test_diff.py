@@ -8,7 +8,7 @@ import yaml
 
 from clueue.adapters.files import load_snapshot
 from clueue.engine import load_policy, run_cycle
-from clueue.engine.policytest import diff_plans, diff_policies
+from clueue.policytools import diff_plans, diff_policies
 
 from .helpers import CLUSTER, EXAMPLES, cli
 

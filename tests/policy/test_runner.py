@@ -7,7 +7,7 @@ import json
 import pytest
 
 from clueue.adapters.files import read_documents
-from clueue.engine.policytest import PolicyTestError, load_tests, run_tests
+from clueue.policytools import PolicyTestError, load_tests, run_tests
 
 from .helpers import cli, pod, queue_setup, write, write_yaml
 

@@ -65,7 +65,7 @@ def test_snapshot_files_are_listed_in_every_namespace():
 
 
 def test_a_live_listing_defaults_to_the_contexts_namespace(tmp_path):
-    from clueue.adapters.cli_list import _context_namespace
+    from clueue.adapters.cli.listing import _context_namespace
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text("""
 apiVersion: v1

@@ -243,7 +243,7 @@ def _run_without(module: str, args: list[str]) -> subprocess.CompletedProcess[st
 def test_ctrl_c_is_one_line_and_exit_code_130(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
-    monkeypatch.setattr("clueue.adapters.cli.guarded_cycle", interrupted)
+    monkeypatch.setattr("clueue.adapters.cli.plan.guarded_cycle", interrupted)
     example = Path(__file__).resolve().parents[2] / "examples" / "cluster"
     result = CliRunner().invoke(main, ["plan", str(example)])
     assert result.exit_code == 130

@@ -17,7 +17,7 @@ from clueue.engine import SnapshotError, load_policy, run_cycle
 from clueue.engine.config import Limits, PodGroups
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import MAX_DEPTH, parse_documents
-from clueue.engine.policytest import PolicyTestError, load_tests
+from clueue.policytools import PolicyTestError, load_tests
 
 CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster"
 DEEP = 100_000

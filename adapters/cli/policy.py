@@ -1,4 +1,5 @@
-"""``clueue policy``: check, test and diff policy files. Parses options and calls the engine.
+"""``clueue policy``: check, test and diff policy files. Parses options and calls
+:mod:`clueue.policytools`.
 
 Exit codes, as ``opa`` has them: 0 all well; 1 the policy has errors (check), a test fails
 (test), or decisions differ with ``--exit-code`` (diff); 2 a usage error or a test/diff that
@@ -20,14 +21,14 @@ import click
 from clueue.engine import ClueueError, Config
 from clueue.engine.guard import CHECK_SECONDS, Limits
 from clueue.engine.policy import load_policy
-from clueue.engine.policytest import (
-    CaseResult, SnapshotDiff, builtin_tests, check_policy, diff_policies, load_tests, run_tests,
+from clueue.policytools import (
+    CaseResult, builtin_tests, check_policy, diff_document, diff_policies, load_tests, render_diff, run_tests,
 )
 
-from .files import load_config, load_snapshot, read_documents
-from .render import dump
+from ..files import load_config, load_snapshot, read_documents
+from ..render import dump
 
-__all__ = ["policy", "render_diff", "diff_document"]
+__all__ = ["policy"]
 
 _RULE = "-" * 80
 
@@ -156,62 +157,6 @@ def test(paths: tuple[str, ...], policies: tuple[str, ...], pattern: str | None,
 
 
 # -- diff -----------------------------------------------------------------------------------------
-def _decision_text(side: dict[str, Any]) -> str:
-    if side["state"] is None:
-        return "(absent)"
-    text = side["state"]
-    for ps in side["admission"]:
-        flavors = ", ".join(f"{r}={f}" for r, f in ps["flavors"].items())
-        text += f" [{ps['name']} x{ps['count']}: {flavors}]"
-    if side["actions"]:
-        text += " + " + ", ".join(side["actions"])
-    return text
-
-
-def _group_text(side: dict[str, Any]) -> list[str]:
-    """A PodGroup's side of a diff: its phase and what is done to it, then why."""
-    if side["phase"] is None:
-        return ["(absent)"]
-    text = side["phase"]
-    if side["release"]:
-        text += f" + release (requeue {side['release']['requeues']})"
-    if side["endBackoff"]:
-        text += " + end of back-off"
-    reason = side["reason"]
-    return [text] + ([f"    {reason['code']}: {reason['message']}"] if reason else [])
-
-
-def render_diff(diffs: list[SnapshotDiff], base_label: str, new_label: str) -> str:
-    """The decision diff for people (``policy diff``, ``audit replay``)."""
-    lines = [f"--- base: {base_label}", f"+++ new:  {new_label}"]
-    changed = 0
-    for d in diffs:
-        groups = f", {len(d.pod_groups)} of {d.pod_group_count} PodGroups" if d.pod_group_count or d.pod_groups else ""
-        lines.append(f"\nsnapshot {d.source} ({d.snapshot_digest}): "
-                     f"{len(d.changes)} of {d.workloads} workloads{groups} change")
-        for c in d.changes:
-            changed += 1
-            lines += [f"  {c.workload}  ({', '.join(c.changed)})",
-                      f"    - {_decision_text(dict(c.base))}"]
-            lines += [f"        {r['code']}: {r['message']}" for r in c.base["reasons"]]
-            lines += [f"    + {_decision_text(dict(c.new))}"]
-            lines += [f"        {r['code']}: {r['message']}" for r in c.new["reasons"]]
-        for g in d.pod_groups:
-            changed += 1
-            base, new = _group_text(dict(g.base)), _group_text(dict(g.new))
-            lines += [f"  PodGroup {g.pod_group}  ({', '.join(g.changed)})", f"    - {base[0]}"]
-            lines += [f"    {line}" for line in base[1:]]
-            lines += [f"    + {new[0]}"] + [f"    {line}" for line in new[1:]]
-    lines.append(f"\n{changed} decision(s) change in {sum(1 for d in diffs if d.changed)} of {len(diffs)} snapshot(s).")
-    return "\n".join(lines) + "\n"
-
-
-def diff_document(diffs: list[SnapshotDiff], base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """The decision diff as data (``-o json|yaml``): ``base`` and ``new`` say what was compared."""
-    return {"apiVersion": "clueue.dev/v1", "kind": "PolicyDiff", "base": base, "new": new,
-            "snapshots": [d.to_dict() for d in diffs]}
-
-
 @policy.command()
 @click.argument("paths", nargs=-1, required=True, metavar="SNAPSHOT...")
 @click.option("--base", "base", multiple=True, metavar="PATH",

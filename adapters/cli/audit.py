@@ -18,12 +18,15 @@ from rich.console import Console
 from rich.table import Table
 
 from clueue.engine import Config, load_policy
-
-from .decisionlog.config import log_path
-from .decisionlog.store import DecisionLog
-from .decisionlog.timeline import brief, render_timeline, workload_timeline
 from clueue.engine.durations import parse_duration
-from .render import dump
+from clueue.policytools import diff_document, render_diff
+
+from ..decisionlog.config import log_path
+from ..decisionlog.store import DecisionLog
+from ..decisionlog.timeline import brief, render_timeline, workload_timeline
+from ..files import load_config
+from ..render import dump
+from .options import config_option, guard, output_option
 
 __all__ = ["audit"]
 
@@ -34,11 +37,6 @@ def audit() -> None:
     --record` write: a workload's timeline, the cycles, one cycle's record, and a replay of a
     recorded cycle under its own policy or another. Reads the log only."""
 
-
-# As in cli_list.py: the group exists before cli.py's helpers are imported (cli.py registers it).
-from .cli import _config, _guard, _output  # noqa: E402
-from .cli_policy import diff_document, render_diff  # noqa: E402
-from .files import load_config  # noqa: E402
 
 _db = click.option("--db", "db", metavar="PATH",
                    help="The decision log (SQLite file); default: the Configuration's decisionLog.path.")
@@ -78,10 +76,10 @@ def _stdout() -> Console:
 @audit.command(short_help="A workload's states and reasons over time, and how long each held.")
 @click.argument("workload", metavar="NAMESPACE/NAME")
 @_db
-@_config
-@_output
+@config_option
+@output_option
 @click.option("--svg", metavar="FILE", help="Also draw the timeline as a picture: an SVG file written to FILE.")
-@_guard
+@guard
 def why(workload: str, db: str | None, config_path: str | None, fmt: str, svg: str | None) -> None:
     """The timeline of NAMESPACE/NAME (a workload as the plan names it): each state it was in,
     for how long, and the reasons that held, from the recorded cycles."""
@@ -90,7 +88,7 @@ def why(workload: str, db: str | None, config_path: str | None, fmt: str, svg: s
     with _open(db, config_path) as log:
         data = workload_timeline(log, workload)
     if svg:  # the picture beside the text: the dashboard's own drawing (adapters/dashboard/svg.py)
-        from .dashboard.svg import timeline_svg
+        from ..dashboard.svg import timeline_svg
         try:
             Path(svg).write_text(timeline_svg(data) + "\n", encoding="utf-8")
         except OSError as e:
@@ -104,9 +102,9 @@ def why(workload: str, db: str | None, config_path: str | None, fmt: str, svg: s
               help="Only cycles from then on: a duration back from now (30m, 2h, 7d) or a time (ISO 8601).")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most the last N.")
 @_db
-@_config
-@_output
-@_guard
+@config_option
+@output_option
+@guard
 def cycles(since: float | None, limit: int, db: str | None, config_path: str | None, fmt: str) -> None:
     """The recorded cycles, oldest first: when, where from, what they decided and did."""
     with _open(db, config_path) as log:
@@ -138,9 +136,9 @@ def cycles(since: float | None, limit: int, db: str | None, config_path: str | N
 @audit.command(short_help="One cycle's record: digests, solver, actions, the decisions that changed.")
 @click.argument("cycle", type=int)
 @_db
-@_config
-@_output
-@_guard
+@config_option
+@output_option
+@guard
 def show(cycle: int, db: str | None, config_path: str | None, fmt: str) -> None:
     """The record of CYCLE (a number from `clueue audit cycles`): its digests, solver
     statistics, actions, and the workloads whose state or reasons it changed."""
@@ -184,15 +182,15 @@ def _render_record(r: dict[str, Any]) -> str:
                    "Repeatable.")
 @click.option("--exit-code", is_flag=True, help="Exit with 1 when some decision differs (for CI).")
 @_db
-@_config
-@_output
-@_guard
+@config_option
+@output_option
+@guard
 def replay(cycle: int, policies: tuple[str, ...], exit_code: bool, db: str | None, config_path: str | None,
            fmt: str) -> None:
     """Rebuild CYCLE's snapshot, policy and Configuration from the log, decide it again (under
     --policy if given) and print how the decisions differ from the recorded ones, as `clueue
     policy diff` prints them. Without --policy an exact replay shows no change."""
-    from .decisionlog.replay import replay as replay_cycle
+    from ..decisionlog.replay import replay as replay_cycle
     policy = load_policy(policies) if policies else None
     with _open(db, config_path) as log:
         result = replay_cycle(log, cycle, policy=policy)

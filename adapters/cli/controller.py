@@ -7,16 +7,16 @@ import sys
 
 import click
 
-from .cli import _budget, _cluster, _cluster_options, _config, _guard, _policy
+from .options import budget_option, cluster_options, config_option, find_cluster, guard, policy_option
 
 __all__ = ["controller"]
 
 
 @click.command(short_help="Run as a controller: decide and apply whenever the cluster changes.")
-@_cluster_options
-@_policy
-@_config
-@_budget
+@cluster_options
+@policy_option
+@config_option
+@budget_option
 @click.option("--namespace", metavar="NS", help="The controller's namespace, where its leases (and the webhook's "
               "Secret) live, created if missing; its Pods are never queued (default: the configuration's "
               "controllerNamespace, clueue-system).")
@@ -60,7 +60,7 @@ __all__ = ["controller"]
               show_default=True, help="The least severe records written.")
 @click.option("--shutdown-grace", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="On SIGTERM, how long the cycle in flight may go on writing before it stops.")
-@_guard
+@guard
 def controller(kubeconfig: str | None, context: str | None, in_cluster: bool, policies: tuple[str, ...],
                config_path: str | None, time_budget: float | None, **options: object) -> None:
     """Run clueue as a controller until SIGTERM: decide and apply whenever the cluster changes.
@@ -73,8 +73,8 @@ def controller(kubeconfig: str | None, context: str | None, in_cluster: bool, po
     (--webhook --webhook-url URL serves and registers them; --no-webhook runs without). Exits 0
     after SIGTERM or Ctrl-C (see docs/controller.md).
     """
-    from .controller.run import ControllerOptions, run_controller
-    kubeconfig, context, in_cluster = _cluster(kubeconfig, context, in_cluster)
+    from ..controller.run import ControllerOptions, run_controller
+    kubeconfig, context, in_cluster = find_cluster(kubeconfig, context, in_cluster)
     sys.exit(run_controller(ControllerOptions(
         kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, policies=policies, config_path=config_path,
         time_budget=time_budget, **options)))  # type: ignore[arg-type]

@@ -22,27 +22,27 @@ import click
 
 from clueue.engine import load_policy
 
-from .cli import _budget, _cluster_options, _config, _guard, _policy, _snapshot
-from .dashboard.sources import Refreshing, planned, recorded
-from .files import load_config
-from .http import parse_bind
+from ..dashboard.sources import Refreshing, planned, recorded
+from ..files import load_config
+from ..http import parse_bind
+from .options import budget_option, cluster_options, config_option, guard, policy_option, read_snapshot
 
 __all__ = ["dashboard"]
 
 
 @click.command(short_help="Serve a read-only web dashboard: quotas, pending workloads, timelines.")
 @click.argument("paths", nargs=-1, metavar="[PATH...]")
-@_cluster_options
-@_policy
-@_config
-@_budget
+@cluster_options
+@policy_option
+@config_option
+@budget_option
 @click.option("--db", metavar="PATH", help="The decision log, for workloads' timelines; alone (no PATH, no "
               "cluster option), its last cycle is what the pages show.")
 @click.option("--listen", default="127.0.0.1:8090", show_default=True, metavar="HOST:PORT",
               help="Where to serve (port 0: a free one, printed). Only this machine by default.")
 @click.option("--refresh", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
               help="A live cluster is read and decided again when a page is asked for and its plan is older.")
-@_guard
+@guard
 def dashboard(paths: tuple[str, ...], kubeconfig: str | None, context: str | None, in_cluster: bool,
               policies: tuple[str, ...], config_path: str | None, time_budget: float | None, db: str | None,
               listen: str, refresh: float) -> None:
@@ -53,9 +53,9 @@ def dashboard(paths: tuple[str, ...], kubeconfig: str | None, context: str | Non
     The plan shown is decided from the snapshot PATHs given (once), or the live cluster (again
     when older than --refresh), or with --db alone the log's last recorded cycle.
     """
-    from .dashboard.server import DashboardServer
-    from .decisionlog.config import log_path
-    from .decisionlog.schema import DecisionLogError
+    from ..dashboard.server import DashboardServer
+    from ..decisionlog.config import log_path
+    from ..decisionlog.schema import DecisionLogError
     try:
         host, port = parse_bind(listen)
     except ValueError as e:
@@ -66,7 +66,7 @@ def dashboard(paths: tuple[str, ...], kubeconfig: str | None, context: str | Non
         source = recorded(db)
     else:
         origin = f"plan of {' '.join(paths)}" if paths else "plan of the live cluster"
-        make = planned(lambda: _snapshot(paths, kubeconfig, context, in_cluster), load_policy(policies),
+        make = planned(lambda: read_snapshot(paths, kubeconfig, context, in_cluster), load_policy(policies),
                        load_config(config_path, time_budget=time_budget), origin)
         source = Refreshing(make, lambda current: bool(live) and time.time() - current.taken >= refresh)
     source()  # the first plan now: a bad PATH, an unreachable cluster or an empty log is said at once

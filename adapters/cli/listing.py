@@ -25,8 +25,10 @@ from clueue.engine import Document, Plan, Snapshot, build_snapshot
 from clueue.engine.plan import WorkloadEntry
 from clueue.engine.queues import QueueStatuses, queue_statuses
 
-from .render import dump
-from .scope import Scope
+from ..files import read_documents
+from ..render import dump
+from ..scope import Scope
+from .options import connect_api, cycle_options, decide, find_cluster, guard, scope_options
 
 __all__ = ["list_group"]
 
@@ -36,12 +38,6 @@ def list_group() -> None:
     """List workloads, ClusterQueues or LocalQueues as kueuectl lists them, from one decision
     cycle over the snapshot files given or, without PATH, the live cluster. Writes nothing."""
 
-
-# The group is defined before cli.py's helpers are imported: cli.py registers it at its end, and
-# when cli.py runs as a script (python -m) that import comes back here while this module is still
-# being loaded; the group already exists then, and gets its commands once cli.py is complete.
-from .cli import _api, _cluster, _cycle, _cycle_options, _guard, _scope_options  # noqa: E402
-from .files import read_documents  # noqa: E402
 
 #: kueuectl's --status values -> the statuses they select: the plan's states, an admitted entry
 #: whose admission checks are not all Ready being ``quotareserved`` (docs/admission-checks.md).
@@ -67,11 +63,12 @@ def _decide(paths: tuple[str, ...], kubeconfig: str | None, context: str | None,
         documents = read_documents(paths)
         snapshot = build_snapshot(documents)
     else:
-        from .kube.read import snapshot_documents
-        documents, notices = snapshot_documents(_api(*_cluster(kubeconfig, context, in_cluster, paths_allowed=True)))
+        from ..kube.read import snapshot_documents
+        api = connect_api(*find_cluster(kubeconfig, context, in_cluster, paths_allowed=True))
+        documents, notices = snapshot_documents(api)
         snapshot = build_snapshot(documents, lenient=True)  # as read_cluster: one bad object must not stop the rest
         snapshot = replace(snapshot, notices=tuple(notices) + snapshot.notices)
-    plan = _cycle(snapshot, policies, config_path, time_budget)
+    plan = decide(snapshot, policies, config_path, time_budget)
     return snapshot, plan, queue_statuses(snapshot, plan), _queues_created(documents)
 
 
@@ -103,7 +100,7 @@ def _context_namespace(kubeconfig: str | None, context: str | None, in_cluster: 
         except OSError:
             return "default"
     from kubernetes import config
-    kubeconfig, context, _ = _cluster(kubeconfig, context, False, paths_allowed=True)
+    kubeconfig, context, _ = find_cluster(kubeconfig, context, False, paths_allowed=True)
     try:
         contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
     except (config.ConfigException, OSError, TypeError, ValueError):
@@ -187,7 +184,7 @@ def _owned_by(entry: WorkloadEntry, target: tuple[str, str], namespace: str | No
 
 @list_group.command("workloads")
 @_paths
-@_scope_options
+@scope_options
 @click.option("--for", "for_", metavar="TYPE/NAME", help="Only the workload of this object: pod/NAME (the workload "
               "the pod belongs to) or workload/NAME, in namespace -n (default: any namespace).")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(sorted(STATUSES), case_sensitive=False),
@@ -195,8 +192,8 @@ def _owned_by(entry: WorkloadEntry, target: tuple[str, str], namespace: str | No
                    "finished, quotareserved (none: clueue admits without admission checks) or all.")
 @click.option("--clusterqueue", "-c", metavar="NAME", help="Only workloads of this ClusterQueue.")
 @click.option("--localqueue", "-q", metavar="NAME", help="Only workloads of LocalQueues of this name.")
-@_cycle_options
-@_guard
+@cycle_options
+@guard
 def workloads(paths: tuple[str, ...], scope: Scope, for_: str | None, statuses: tuple[str, ...],
               clusterqueue: str | None, localqueue: str | None, kubeconfig: str | None, context: str | None,
               in_cluster: bool, policies: tuple[str, ...], config_path: str | None, time_budget: float | None,
@@ -234,8 +231,8 @@ def workloads(paths: tuple[str, ...], scope: Scope, for_: str | None, statuses: 
 @_paths
 @click.option("--active", type=click.Choice(["true", "false"], case_sensitive=False),
               help="Only ClusterQueues whose Active condition is this.")
-@_cycle_options
-@_guard
+@cycle_options
+@guard
 def clusterqueues(paths: tuple[str, ...], active: str | None, kubeconfig: str | None, context: str | None,
                   in_cluster: bool, policies: tuple[str, ...], config_path: str | None, time_budget: float | None,
                   fmt: str) -> None:
@@ -256,10 +253,10 @@ def clusterqueues(paths: tuple[str, ...], active: str | None, kubeconfig: str | 
 
 @list_group.command("localqueues")
 @_paths
-@_scope_options
+@scope_options
 @click.option("--clusterqueue", "-c", metavar="NAME", help="Only LocalQueues of this ClusterQueue.")
-@_cycle_options
-@_guard
+@cycle_options
+@guard
 def localqueues(paths: tuple[str, ...], scope: Scope, clusterqueue: str | None, kubeconfig: str | None,
                 context: str | None, in_cluster: bool, policies: tuple[str, ...], config_path: str | None,
                 time_budget: float | None, fmt: str) -> None:
