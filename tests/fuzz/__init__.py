@@ -19,7 +19,7 @@ each cycle as ``run_cycle`` does; ``test_corpus.py`` replays every failure found
 (``corpus/``).
 
 Budget: the default Hypothesis profile ``ci`` is deterministic (``derandomize``) with a fixed
-number of examples, about a minute on a 2-core machine. ``HYPOTHESIS_PROFILE=long`` searches
+number of examples (100 a test, about four minutes of CPU in all). ``HYPOTHESIS_PROFILE=long`` searches
 randomly with 3,000 examples per test and keeps its example database in
 ``/tmp/clueue-hypothesis`` (never in the repository)::
 
