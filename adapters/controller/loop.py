@@ -11,6 +11,8 @@ long as it leads, renewed in the background, and runs a cycle:
 - **after taking the decider lease**, and every ``resync_period`` seconds, with every kind
   listed again first (``ClusterCache.resync``): the snapshot then holds every write of a
   previous decider, and anything a watch may have missed;
+- **at once, without the batch window, when quota was given back** (a Workload finished or
+  deleted while admitted, a Pod ended: ``ClusterCache.take_urgent``);
 - **again, with back-off** (1 s doubling to 60 s), after a cycle that failed or whose apply
   reported errors or stopped; at once after one that evicted (its preemptors are admitted
   by the next cycle, once the evictions are written); and 1-10 s after one whose rewrites of
@@ -22,7 +24,9 @@ Each cycle waits until the cache holds this controller's own previous writes (th
 expectations), takes a snapshot of the cache, decides in one :class:`~clueue.engine.cycle.Session`
 (what it derived from the backlog is kept across cycles), applies the plan as ``clueue apply``
 does (:func:`~clueue.adapters.kube.decide.decide_and_apply`, the same code), records the writes
-as expectations for the next cycle, and hands a :class:`CycleResult` to every observer (the
+as expectations for the next cycle (the Workloads its status writes returned go into the cache
+at once: ``ClusterCache.absorb``), hands what only informs (waiting Workloads' conditions, queue
+status, Events) to the background writer (writer.py), and a :class:`CycleResult` to every observer (the
 metrics and the summary log line). A cycle that fails is a :class:`CycleResult` with ``error``
 set: the process never dies of one bad cycle.
 
@@ -49,6 +53,7 @@ from clueue.adapters.kube.cache import ClusterCache
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
 from clueue.adapters.kube.pacing import PendingWriteLimiter
+from clueue.adapters.controller.writer import BackgroundWriter, lease_fence
 from clueue.engine import ClueueError, Config, Document, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
@@ -251,6 +256,9 @@ class Controller:
         self.pending_writes = PendingWriteLimiter(rate=50, burst=100)  # pending Workloads' conditions
         self.events = PendingWriteLimiter(rate=20, burst=200)  # Normal Events beyond it dropped, never Warnings
         self.warned = SentWarnings()  # a pod of a group whose Workload cannot be built is told why once
+        # what only informs (pending Workloads' conditions, queue status, Events), off the cycle's path
+        self.writer = BackgroundWriter(api, cache, fence=lease_fence(self), pending_writes=self.pending_writes,
+                                       warned=self.warned)
         self.cycles = 0
         self.lease: DeciderLease | None = None
         self._stopping = threading.Event()
@@ -296,6 +304,7 @@ class Controller:
         retry_at: float | None = None
         due_at: float | None = None  # monotonic: a PodGroup timeout or back-off ends (Decided.next_due)
         next_resync = 0.0
+        self.writer.start()
         try:
             while not self._stopping.is_set():
                 if not self.leading():
@@ -314,6 +323,8 @@ class Controller:
                     log.debug("changed: %s", ", ".join(sorted(changed)))
                     debounce.note(now)
                 batch = debounce.due_in(now)
+                if batch is not None and self.cache.take_urgent():  # quota given back: used at once
+                    batch = 0.0
                 wait = wait_before_cycle(now, next_resync, None if batch is None else now + batch, retry_at, due_at)
                 if wait > 0:
                     self.cache.wait_changed(min(wait, 0.5))  # 0.5: the leadership and the lease are looked at again
@@ -343,6 +354,7 @@ class Controller:
             raise
         finally:
             self._drop_lease()
+            self.writer.stop()
 
     def _lease_lost(self) -> bool:
         assert self.lease is not None
@@ -378,6 +390,7 @@ class Controller:
         lease, self.lease = self.lease, None
         if lease is None:
             return
+        self.writer.drop(wait=self.shutdown_grace)  # its writes end before the lease is given back
         for hook in self.before_release:
             try:
                 hook()
@@ -436,8 +449,10 @@ class Controller:
                                        lease_namespace=self.namespace, memo=self._memo,
                                        pending_writes=self.pending_writes, events=self.events,
                                        warned=self.warned, cached=self.cache.get,
-                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
+                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set,
+                                       later=self.writer.offer, event_sink=self.writer.events)
             result.plan, result.applied, result.next_due = decided.plan, decided.applied, decided.next_due
+            self.cache.absorb("Workload", decided.applied.answers)  # the next cycle needs no watch for them
             written = decided.applied.written
             self._tell(decided.applied, decided.plan)
         except ClueueError as e:
