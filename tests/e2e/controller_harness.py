@@ -38,6 +38,10 @@ CONTROLLER_NS = "clueue-system"
 LEADER_LEASE = "clueue-controller"
 DECIDER_LEASE = "clueue-decider"
 T = TypeVar("T")
+# A guard against a controller that never starts, not a measure of speed: it spends some 3.5
+# CPU-seconds starting (imports, the policy), which on a loaded 2-core machine (load 30, a full
+# suite beside other work) took more than the 30 s this once was.
+STARTUP_S = 300.0
 
 # `python -m clueue.adapters.cli` would run cli.py as __main__, beside the clueue.adapters.cli
 # module its subcommands register on: call the installed entry point instead.
@@ -123,7 +127,7 @@ def lease_holder(api: client.ApiClient, name: str, namespace: str = CONTROLLER_N
     return str((lease.spec and lease.spec.holder_identity) or "")
 
 
-def metrics_port(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
+def metrics_port(proc: subprocess.Popen[bytes], timeout: float = STARTUP_S) -> int:
     """The port the controller serves /metrics on, read from its log."""
     def found() -> int:
         match = re.search(r"serving /metrics.* on [\d.]+:(\d+)", controller_log(proc))
