@@ -17,6 +17,11 @@ long as it leads, renewed in the background, and runs a cycle:
   reported errors or stopped; at once after one that evicted (its preemptors are admitted
   by the next cycle, once the evictions are written); and 1-10 s after one whose rewrites of
   pending Workloads' conditions were paced (``ApplyResult.deferred``, adapters/kube/pacing.py);
+- **again, with its own back-off** (1 s doubling to 60 s), after a cycle whose search the time
+  budget cut short (``SolverInfo.budget_exhausted``): its plan is the best found in time, maybe
+  admitting nothing that fits (a loaded machine, the first cycle loading the policy), and the
+  cluster need not change again for a better one to be looked for; a cycle that finishes its
+  search ends the back-off;
 - **when a PodGroup's schedule timeout or requeue back-off ends** (``Decided.next_due``): the
   passing of time is no change of the cluster, yet it decides a release or a new admission.
 
@@ -59,7 +64,8 @@ from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
 from clueue.engine.snapshot import WorkerView
 
-__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle", "wait_before_cycle", "monotonic_at"]
+__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "decide_again_in", "log_cycle", "wait_before_cycle",
+           "monotonic_at"]
 
 log = logging.getLogger("clueue.controller")
 
@@ -148,6 +154,19 @@ class Backoff:
 
     def succeeded(self) -> None:
         self.current = 0.0
+
+
+def decide_again_in(result: CycleResult, unfinished: Backoff) -> float | None:
+    """Seconds until a cycle whose search the time budget cut short is decided again (its
+    plan is only the best found in time; the cluster need not change again for a better one to
+    be looked for), by ``unfinished``, the back-off of such cycles in a row; None after a cycle
+    that finished its search (which ends the back-off) or made no plan."""
+    if result.plan is None:
+        return None
+    if result.plan.solver.budget_exhausted:
+        return unfinished.failed()
+    unfinished.succeeded()
+    return None
 
 
 def wait_before_cycle(now: float, resync_at: float, *deadlines: float | None) -> float:
@@ -301,6 +320,7 @@ class Controller:
         """Decide until :meth:`stop`; the decider lease is released at the end."""
         debounce = Debounce(self.batch_window, self.max_delay)
         backoff = Backoff()
+        unfinished = Backoff()  # cycles in a row whose search the time budget cut short
         retry_at: float | None = None
         due_at: float | None = None  # monotonic: a PodGroup timeout or back-off ends (Decided.next_due)
         next_resync = 0.0
@@ -349,6 +369,9 @@ class Controller:
                             _DEFERRED_MIN_S, len(applied.deferred) / self.pending_writes.rate))
                     if any(w.startswith("preempt ") for w in applied.writes):
                         debounce.note(time.monotonic())  # admit the preemptors once the evictions are seen
+                again = decide_again_in(result, unfinished)
+                if again is not None:
+                    retry_at = min(time.monotonic() + again, retry_at if retry_at is not None else float("inf"))
         except BaseException:
             self._crashed = True
             raise
