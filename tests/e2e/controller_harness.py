@@ -31,7 +31,7 @@ from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
 __all__ = ["cluster", "api", "start_controller", "stop_controller", "controller_log", "wait_until", "lease_holder", "metrics_port",
-           "CONTROLLER_NS", "LEADER_LEASE", "DECIDER_LEASE"]
+           "CONTROLLER_NS", "LEADER_LEASE", "DECIDER_LEASE", "STARTUP_S"]
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER_NS = "clueue-system"
