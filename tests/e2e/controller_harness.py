@@ -31,17 +31,13 @@ from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
 __all__ = ["cluster", "api", "start_controller", "stop_controller", "controller_log", "wait_until", "lease_holder", "metrics_port",
-           "CONTROLLER_NS", "LEADER_LEASE", "DECIDER_LEASE", "STARTUP_S"]
+           "CONTROLLER_NS", "LEADER_LEASE", "DECIDER_LEASE"]
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER_NS = "clueue-system"
 LEADER_LEASE = "clueue-controller"
 DECIDER_LEASE = "clueue-decider"
 T = TypeVar("T")
-# A guard against a controller that never starts, not a measure of speed: it spends some 3.5
-# CPU-seconds starting (imports, the policy), which on a loaded 2-core machine (load 30, a full
-# suite beside other work) took more than the 30 s this once was.
-STARTUP_S = 300.0
 
 # `python -m clueue.adapters.cli` would run cli.py as __main__, beside the clueue.adapters.cli
 # module its subcommands register on: call the installed entry point instead.
@@ -127,7 +123,7 @@ def lease_holder(api: client.ApiClient, name: str, namespace: str = CONTROLLER_N
     return str((lease.spec and lease.spec.holder_identity) or "")
 
 
-def metrics_port(proc: subprocess.Popen[bytes], timeout: float = STARTUP_S) -> int:
+def metrics_port(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
     """The port the controller serves /metrics on, read from its log."""
     def found() -> int:
         match = re.search(r"serving /metrics.* on [\d.]+:(\d+)", controller_log(proc))

@@ -29,7 +29,6 @@ from tests.e2e.test_preemption import preempting_queue
 from tests.e2e.test_preemption import workload as preemption_workload
 
 FAST = ("--batch-window", "0.05", "--max-delay", "0.5", "--lease-duration", "4")
-WAIT_S = 180.0  # a guard against hanging, not a measure of speed (a cycle took 10-15 s at load 12-15 here)
 
 
 def gated(api: client.ApiClient, ns: str) -> set[str]:
@@ -82,11 +81,11 @@ def test_the_controller_admits_up_to_the_quota_and_follows_finished_pods(cluster
         waiting = gated(api, ns)
         assert len(waiting) == 1
         (last,) = waiting
-        wait_until(lambda: waiting_recorded(api, ns, last), WAIT_S, f"{last} recorded as waiting", proc=proc)
+        wait_until(lambda: waiting_recorded(api, ns, last), 30, f"{last} recorded as waiting", proc=proc)
         assert gated(api, ns) == {last}  # the quota is full: it stays gated
 
         finish(api, ns, sorted(ungated(api, ns))[0])  # frees 1 cpu
-        wait_until(lambda: not gated(api, ns), WAIT_S, f"{last} ungated once a pod finished", proc=proc)
+        wait_until(lambda: not gated(api, ns), 30, f"{last} ungated once a pod finished", proc=proc)
 
         port = metrics_port(proc)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as ready:
@@ -96,10 +95,10 @@ def test_the_controller_admits_up_to_the_quota_and_follows_finished_pods(cluster
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
                 found = re.search(r"^clueue_pods_ungated_total (\S+)$", answer.read().decode(), re.M)
             return float(found.group(1)) if found else 0.0
-        wait_until(lambda: ungated_total() == 3.0, WAIT_S, "clueue_pods_ungated_total 3", proc=proc)
+        wait_until(lambda: ungated_total() == 3.0, 30, "clueue_pods_ungated_total 3", proc=proc)
 
         create(api, gated_pod(ns, "late"))  # a pod created while the controller runs
-        wait_until(lambda: waiting_recorded(api, ns, "late"), WAIT_S, "the late pod decided", proc=proc)
+        wait_until(lambda: waiting_recorded(api, ns, "late"), 30, "the late pod decided", proc=proc)
         assert gated(api, ns) == {"late"}
         assert proc.poll() is None
     finally:
@@ -130,7 +129,7 @@ def test_with_leader_election_only_the_leader_decides_and_a_killed_leader_is_rep
         wait_until(lambda: lease_holder(api, DECIDER_LEASE) == leader, 60, "the leader to take the decider lease",
                    proc=procs[0])
         create(api, gated_pod(ns, "first"))
-        wait_until(lambda: "first" in ungated(api, ns), WAIT_S, "the leader to admit a pod", proc=procs[0])
+        wait_until(lambda: "first" in ungated(api, ns), 30, "the leader to admit a pod", proc=procs[0])
 
         logs = [controller_log(p) for p in procs]
         deciding = [i for i, log in enumerate(logs) if "took the decider lease" in log]

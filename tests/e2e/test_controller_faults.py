@@ -44,8 +44,8 @@ from kubernetes.utils import parse_quantity
 from clueue.adapters.kube.apply import GATE
 from clueue.adapters.webhook.configuration import MUTATING_NAME, VALIDATING_NAME
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
-    DECIDER_LEASE, LEADER_LEASE, STARTUP_S, api, cluster, controller_log, lease_holder, start_controller,
-    stop_controller, wait_until,
+    DECIDER_LEASE, LEADER_LEASE, api, cluster, controller_log, lease_holder, start_controller, stop_controller,
+    wait_until,
 )
 from tests.e2e.test_adapter import create, gated_pod, queue_setup, tag
 from tests.testenv.control_plane import ControlPlane
@@ -362,7 +362,7 @@ def test_sigkill_mid_cycle_twenty_times_loses_nothing_and_ends_as_an_undisturbed
             time.sleep(delay)
             moments.append(f"{delay:.2f}s after start")
         else:  # ...or after its first write, taking the decider lease: in its first cycle
-            wait_until(lambda: "took the decider lease" in controller_log(proc), STARTUP_S, "the decider lease taken",
+            wait_until(lambda: "took the decider lease" in controller_log(proc), 30, "the decider lease taken",
                        interval=0.02, proc=proc)
             delay = rng.uniform(0.05, 1.2)
             time.sleep(delay)
@@ -505,7 +505,7 @@ def test_sigterm_during_a_busy_cycle_exits_zero_half_applies_nothing_and_release
     restarted = time.monotonic()
     proc = start_controller(cluster, *FAST, "--lease-duration", "3")
     procs.append(proc)
-    wait_until(lambda: "took the decider lease" in controller_log(proc), STARTUP_S, "the decider lease taken", proc=proc)
+    wait_until(lambda: "took the decider lease" in controller_log(proc), 30, "the decider lease taken", proc=proc)
     deciding = time.monotonic() - restarted
 
     def every_admitted_workload_ungated() -> bool:
