@@ -11,10 +11,17 @@ long as it leads, renewed in the background, and runs a cycle:
 - **after taking the decider lease**, and every ``resync_period`` seconds, with every kind
   listed again first (``ClusterCache.resync``): the snapshot then holds every write of a
   previous decider, and anything a watch may have missed;
+- **at once, without the batch window, when quota was given back** (a Workload finished or
+  deleted while admitted, a Pod ended: ``ClusterCache.take_urgent``);
 - **again, with back-off** (1 s doubling to 60 s), after a cycle that failed or whose apply
   reported errors or stopped; at once after one that evicted (its preemptors are admitted
   by the next cycle, once the evictions are written); and 1-10 s after one whose rewrites of
   pending Workloads' conditions were paced (``ApplyResult.deferred``, adapters/kube/pacing.py);
+- **again, with its own back-off** (1 s doubling to 60 s), after a cycle whose search the time
+  budget cut short (``SolverInfo.budget_exhausted``): its plan is the best found in time, maybe
+  admitting nothing that fits (a loaded machine, the first cycle loading the policy), and the
+  cluster need not change again for a better one to be looked for; a cycle that finishes its
+  search ends the back-off;
 - **when a PodGroup's schedule timeout or requeue back-off ends** (``Decided.next_due``): the
   passing of time is no change of the cluster, yet it decides a release or a new admission.
 
@@ -22,7 +29,9 @@ Each cycle waits until the cache holds this controller's own previous writes (th
 expectations), takes a snapshot of the cache, decides in one :class:`~clueue.engine.cycle.Session`
 (what it derived from the backlog is kept across cycles), applies the plan as ``clueue apply``
 does (:func:`~clueue.adapters.kube.decide.decide_and_apply`, the same code), records the writes
-as expectations for the next cycle, and hands a :class:`CycleResult` to every observer (the
+as expectations for the next cycle (the Workloads its status writes returned go into the cache
+at once: ``ClusterCache.absorb``), hands what only informs (waiting Workloads' conditions, queue
+status, Events) to the background writer (writer.py), and a :class:`CycleResult` to every observer (the
 metrics and the summary log line). A cycle that fails is a :class:`CycleResult` with ``error``
 set: the process never dies of one bad cycle.
 
@@ -49,12 +58,14 @@ from clueue.adapters.kube.cache import ClusterCache
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.lease import DURATION_S, DeciderLease, LeaseHeld, LeaseLost
 from clueue.adapters.kube.pacing import PendingWriteLimiter
+from clueue.adapters.controller.writer import BackgroundWriter, lease_fence
 from clueue.engine import ClueueError, Config, Document, Plan, Policy, Snapshot
 from clueue.engine.cycle import Session
 from clueue.engine.memo import Memo
 from clueue.engine.snapshot import WorkerView
 
-__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "log_cycle", "wait_before_cycle", "monotonic_at"]
+__all__ = ["Controller", "CycleResult", "Debounce", "Backoff", "decide_again_in", "log_cycle", "wait_before_cycle",
+           "monotonic_at"]
 
 log = logging.getLogger("clueue.controller")
 
@@ -143,6 +154,19 @@ class Backoff:
 
     def succeeded(self) -> None:
         self.current = 0.0
+
+
+def decide_again_in(result: CycleResult, unfinished: Backoff) -> float | None:
+    """Seconds until a cycle whose search the time budget cut short is decided again (its
+    plan is only the best found in time; the cluster need not change again for a better one to
+    be looked for), by ``unfinished``, the back-off of such cycles in a row; None after a cycle
+    that finished its search (which ends the back-off) or made no plan."""
+    if result.plan is None:
+        return None
+    if result.plan.solver.budget_exhausted:
+        return unfinished.failed()
+    unfinished.succeeded()
+    return None
 
 
 def wait_before_cycle(now: float, resync_at: float, *deadlines: float | None) -> float:
@@ -251,6 +275,9 @@ class Controller:
         self.pending_writes = PendingWriteLimiter(rate=50, burst=100)  # pending Workloads' conditions
         self.events = PendingWriteLimiter(rate=20, burst=200)  # Normal Events beyond it dropped, never Warnings
         self.warned = SentWarnings()  # a pod of a group whose Workload cannot be built is told why once
+        # what only informs (pending Workloads' conditions, queue status, Events), off the cycle's path
+        self.writer = BackgroundWriter(api, cache, fence=lease_fence(self), pending_writes=self.pending_writes,
+                                       warned=self.warned)
         self.cycles = 0
         self.lease: DeciderLease | None = None
         self._stopping = threading.Event()
@@ -293,9 +320,11 @@ class Controller:
         """Decide until :meth:`stop`; the decider lease is released at the end."""
         debounce = Debounce(self.batch_window, self.max_delay)
         backoff = Backoff()
+        unfinished = Backoff()  # cycles in a row whose search the time budget cut short
         retry_at: float | None = None
         due_at: float | None = None  # monotonic: a PodGroup timeout or back-off ends (Decided.next_due)
         next_resync = 0.0
+        self.writer.start()
         try:
             while not self._stopping.is_set():
                 if not self.leading():
@@ -314,6 +343,8 @@ class Controller:
                     log.debug("changed: %s", ", ".join(sorted(changed)))
                     debounce.note(now)
                 batch = debounce.due_in(now)
+                if batch is not None and self.cache.take_urgent():  # quota given back: used at once
+                    batch = 0.0
                 wait = wait_before_cycle(now, next_resync, None if batch is None else now + batch, retry_at, due_at)
                 if wait > 0:
                     self.cache.wait_changed(min(wait, 0.5))  # 0.5: the leadership and the lease are looked at again
@@ -338,11 +369,15 @@ class Controller:
                             _DEFERRED_MIN_S, len(applied.deferred) / self.pending_writes.rate))
                     if any(w.startswith("preempt ") for w in applied.writes):
                         debounce.note(time.monotonic())  # admit the preemptors once the evictions are seen
+                again = decide_again_in(result, unfinished)
+                if again is not None:
+                    retry_at = min(time.monotonic() + again, retry_at if retry_at is not None else float("inf"))
         except BaseException:
             self._crashed = True
             raise
         finally:
             self._drop_lease()
+            self.writer.stop()
 
     def _lease_lost(self) -> bool:
         assert self.lease is not None
@@ -378,6 +413,7 @@ class Controller:
         lease, self.lease = self.lease, None
         if lease is None:
             return
+        self.writer.drop(wait=self.shutdown_grace)  # its writes end before the lease is given back
         for hook in self.before_release:
             try:
                 hook()
@@ -436,8 +472,10 @@ class Controller:
                                        lease_namespace=self.namespace, memo=self._memo,
                                        pending_writes=self.pending_writes, events=self.events,
                                        warned=self.warned, cached=self.cache.get,
-                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set)
+                                       workers=APPLY_WORKERS, should_stop=self._stopping.is_set,
+                                       later=self.writer.offer, event_sink=self.writer.events)
             result.plan, result.applied, result.next_due = decided.plan, decided.applied, decided.next_due
+            self.cache.absorb("Workload", decided.applied.answers)  # the next cycle needs no watch for them
             written = decided.applied.written
             self._tell(decided.applied, decided.plan)
         except ClueueError as e:

@@ -273,6 +273,12 @@ class Metrics:
             self.multikueue_active.labels(cluster).set(1 if up else 0)
 
     # -- once per cycle ------------------------------------------------------------------------
+    def count_writes(self, writes: list[str]) -> None:
+        """Writes made outside a cycle (the background writer's: pending Workloads' conditions,
+        queue status), counted by verb as a cycle's are."""
+        for write in writes:
+            self.writes.labels(write.split(" ", 1)[0]).inc()
+
     def record_cycle(self, result: Any, counted: CycleTally | None = None) -> CycleTally:
         """Record one ``CycleResult``; returns its tally (pass it in if already made, e.g. for the log line)."""
         counted = counted if counted is not None else tally_cycle(result)

@@ -133,6 +133,7 @@ def _run(options: ControllerOptions, policy: Policy, config: Config, namespace: 
                             leading=lambda: elector.leading if elector is not None else True,
                             shutdown_grace=options.shutdown_grace)
     controller.observers = [_observer(metrics, controller)]
+    controller.writer.on_writes = metrics.count_writes  # the background writer's, beside the cycles'
     parts: list[Callable[[], None]] = [lambda: cache.stop(timeout=0.5)]  # stopped in reverse order
     if config.decision_log is not None:  # every cycle recorded (docs/decision-log.md), after its summary
         from ..decisionlog.observer import CycleRecorder

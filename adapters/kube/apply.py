@@ -172,6 +172,9 @@ class ApplyResult:
     # (kind, "ns/name" or name, resourceVersion) of each object written, "" for one deleted at once:
     # a controller's cache waits until it holds these before its next cycle reads it.
     written: list[tuple[str, str, str]] = field(default_factory=list)
+    # the Workloads as each status write of a workload's entry returned them: a controller's
+    # cache takes them at once, rather than waiting for its watch to bring them back
+    answers: list[dict[str, Any]] = field(default_factory=list)
     # pending or inadmissible status writes the pending-write limit left for a later cycle
     deferred: list[str] = field(default_factory=list)
     events_dropped: int = 0  # Normal Events the Event limit (``events``) left unsent
@@ -510,6 +513,8 @@ class _Applier:
             return
         if wrote:
             self.result.writes.append(f"status {label}")
+            if not self.dry and isinstance(reading.last, dict):
+                self.result.answers.append(reading.last)
             self._status_events(entry, start, reading.last)
         else:
             self.result.skipped.append(f"status {label}{reading.why}")
@@ -1019,7 +1024,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                should_stop: Callable[[], bool] | None = None,
                cached: Callable[[str, str], Document | None] | None = None,
                events: PendingWriteLimiter | None = None, warned: SentWarnings | None = None,
-               basis: Snapshot | None = None) -> ApplyResult:
+               basis: Snapshot | None = None,
+               event_sink: Callable[[list[Callable[[], str]]], None] | None = None) -> ApplyResult:
     """Apply one cycle's plan; see the module docstring for the order and the guarantees.
 
     Each workload's writes form a chain, sent in order (its Workload and status, then its pods'
@@ -1056,6 +1062,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
     in ``events_dropped``, so Events never take the API server's write budget from decisions.
     Warning Events are always sent. Without it every Event is sent. ``warned``, kept by a
     controller, tells each pod of a group whose Workload cannot be built why only once.
+    ``event_sink`` (a controller's background writer) is handed the Events to send instead of
+    sending them here, so the apply ends with its last write (their refusals are then its to log).
 
     ``basis`` is the snapshot the plan was decided from (:func:`~.decide.decide_and_apply`
     always passes it): every write of a Workload lands only on the Workload that snapshot held
@@ -1135,7 +1143,8 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
             zeros = [release(chain) for chain in releasing]
             firsts = [workload(i, chain) for i, chain in enumerate(chains)]
             done = [actions(chain, first) for chain, first in zip(chains, firsts)]
-            warned = [own.send_events() for own in zeros + firsts + done + [applier] if not halted]
+            warned = [] if event_sink is not None else \
+                [own.send_events() for own in zeros + firsts + done + [applier] if not halted]
         else:
             with ThreadPoolExecutor(min(workers, len(chains)), thread_name_prefix="clueue-apply") as pool:
                 def each(fn: Callable[..., _Applier], *args: Any) -> list[_Applier]:
@@ -1146,8 +1155,13 @@ def apply_plan(api: client.ApiClient, plan: Plan, *, dry_run: bool = False,
                 firsts = each(workload, range(len(chains)), chains)
                 done = each(actions, chains, firsts)
                 # the Events after every write: none waits behind one (a server gone would refuse them)
-                warned = [f.result() for f in [pool.submit(own.send_events)
-                                                for own in zeros + firsts + done + [applier] if not halted]]
+                warned = [] if event_sink is not None else \
+                    [f.result() for f in [pool.submit(own.send_events)
+                                          for own in zeros + firsts + done + [applier] if not halted]]
+    if event_sink is not None and not halted:
+        event_sink([send for own in zeros + firsts + done + [applier] for send in own.events])
+        for own in zeros + firsts + done + [applier]:
+            own.events = []
     for own, warnings in zip(zeros + firsts + done + [applier], warned):
         own.result.warnings += warnings
     for own in zeros + firsts + done:
@@ -1261,7 +1275,7 @@ def _pinned_affinity(affinity: Any, match_fields: list[dict[str, Any]]) -> dict[
 
 def _merge(into: ApplyResult, part: ApplyResult) -> None:
     """A chain's result added to the apply's."""
-    for name in ("writes", "skipped", "errors", "warnings", "written", "deferred"):
+    for name in ("writes", "skipped", "errors", "warnings", "written", "deferred", "answers"):
         getattr(into, name).extend(getattr(part, name))
     into.events_dropped += part.events_dropped
     into.stopped = into.stopped or part.stopped

@@ -19,10 +19,23 @@ watches that one object, by a field selector; it may be absent, and its namespac
 is then empty, and the watch brings it when it is created). When RBAC forbids reading it, the
 kind counts as listed, with nothing, a snapshot says why in a notice, the log says it once, and
 the cache asks again every :data:`FORBIDDEN_RETRY` seconds.
+
+**Freed quota.** A Workload turning ``Finished``, an admitted one deleted, a Pod that
+succeeded or failed: each gives quota back, so a controller decides at once rather than after
+its batch window (:meth:`ClusterCache.take_urgent`).
+
+**Writes in the background.** A controller's paced writes (a pending Workload's conditions,
+written off the cycle's path) are announced with :meth:`ClusterCache.hold` before they are sent
+and ended with :meth:`ClusterCache.release` and the versions they returned: the events that
+bring exactly those versions back are no change, as with :meth:`ClusterCache.expect`.
+
+Watch events are decoded as plain JSON: no typed model is built for an object (a Pod's costs
+more CPU than everything else the cache does with it).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -80,6 +93,32 @@ _VOLATILE = ("resourceVersion", "managedFields", "generation")
 def _sans_status(body: Any) -> tuple[Any, Any]:
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in _VOLATILE}
     return meta, {k: v for k, v in body.items() if k not in ("metadata", "status")}
+
+
+class _RawWatch(watch.Watch):
+    """A watch whose events carry only the object's JSON (``raw_object``): the cache reads
+    nothing else, and the typed model the client would build for each Pod is pure cost."""
+
+    def get_return_type(self, func: Any) -> Any:
+        return None
+
+
+def _frees_quota(kind: str, event: str, before: Document | None, after: dict[str, Any]) -> bool:
+    """Whether a watch event gives quota back: a Workload newly ``Finished`` or deleted while
+    admitted, a Pod newly ``Succeeded`` or ``Failed``, or deleted."""
+    if before is None or kind not in ("Workload", "Pod"):
+        return False
+    old = before.body
+    if kind == "Pod":
+        phase = lambda body: (body.get("status") or {}).get("phase")  # noqa: E731
+        return event == "DELETED" or phase(after) in ("Succeeded", "Failed") and phase(old) != phase(after)
+    if event == "DELETED":
+        return bool((old.get("status") or {}).get("admission"))
+
+    def finished(body: Any) -> bool:
+        return any(c.get("type") == "Finished" and c.get("status") == "True"
+                   for c in (body.get("status") or {}).get("conditions") or [] if isinstance(c, dict))
+    return finished(after) and not finished(old)
 
 
 def _retry_after(e: ApiException) -> float:
@@ -156,6 +195,8 @@ class ClusterCache:
         self._dirty: set[str] = set()
         self._expected: dict[tuple[str, str], str] = {}  # (kind, key) -> resourceVersion we wrote ("" deleted)
         self._recent: list[tuple[str, str, str, bool]] | None = None  # events while writing: (kind, key, version, deleted)
+        self._held: dict[tuple[str, str], list[str]] = {}  # background writes in flight -> versions their events brought
+        self._urgent = False  # quota was given back since take_urgent
         self._lock = threading.Condition()
         self._parse_lock = threading.Lock()
         self._parsed: dict[str, dict[str, tuple[str, tuple[tuple[str, Any], ...], tuple[Any, ...]]]] = {}
@@ -241,6 +282,13 @@ class ClusterCache:
             dirty, self._dirty = self._dirty, set()
         return dirty
 
+    def take_urgent(self) -> bool:
+        """Whether quota was given back (a Workload finished or deleted while admitted, a Pod
+        ended) since the last call: the next decision should not wait for a batch window."""
+        with self._lock:
+            urgent, self._urgent = self._urgent, False
+        return urgent
+
     def _mark(self, kind: str) -> None:
         """Under the lock: ``kind`` changed."""
         self._dirty.add(kind)
@@ -285,6 +333,44 @@ class ClusterCache:
                     self._expected.pop((kind, key), None)
                 else:
                     self._expected[(kind, key)] = version
+
+    def absorb(self, kind: str, bodies: Iterable[dict[str, Any]]) -> None:
+        """Objects of ``kind`` as this controller's own writes returned them: held at once if
+        newer than what the cache holds (the watch brings the same version later, which is then
+        no change), so that the next cycle need not wait for the watch to bring them."""
+        kinds = {k.kind: k for k in self.kinds}
+        if kind not in kinds:
+            return
+        docs = [to_document(self.api, kinds[kind], self.version, body) for body in bodies]
+        with self._lock:
+            for doc in docs:
+                key = self._key(kinds[kind], dict(doc.body))
+                held = self._objects[kind].get(key)
+                if key in self._gone[kind] or held is not None and not _after(_version_of(doc), _version_of(held)):
+                    continue  # deleted since, or the watch brought it (or a successor) already
+                if held is None:
+                    continue  # not seen yet: its watch event brings it (with whatever came before)
+                self._objects[kind][key] = doc
+            self._settle(kind)
+
+    def hold(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Writes of these (kind, key) are about to be sent off a cycle's path: their events are
+        held until :meth:`release` says which versions were ours."""
+        with self._lock:
+            for key in keys:
+                self._held.setdefault(key, [])
+
+    def release(self, keys: Iterable[tuple[str, str]], written: Iterable[tuple[str, str, str]]) -> None:
+        """The held writes of ``keys`` are done, having returned ``written`` (kind, key,
+        resourceVersion): the events held for them count as changes unless they brought one of
+        those versions."""
+        ours = {(kind, key, version) for kind, key, version in written}
+        with self._lock:
+            for kind, key in keys:
+                for version in self._held.pop((kind, key), []):
+                    if (kind, key, version) not in ours:
+                        self._mark(kind)
+                        break
 
     def pending_expectations(self) -> dict[tuple[str, str], str]:
         with self._lock:
@@ -350,7 +436,8 @@ class ClusterCache:
 
     def _list(self, kind: Kind) -> str:
         call, args = kind.list_call(self.api, self.version)
-        listed = call(**args)
+        response = call(**args, _preload_content=False)  # plain JSON: no typed model per object
+        listed = json.loads(response.data or b"{}")
         items = listed["items"] if isinstance(listed, dict) else listed.items
         version = listed["metadata"]["resourceVersion"] if isinstance(listed, dict) else listed.metadata.resource_version
         version = str(version)
@@ -430,7 +517,7 @@ class ClusterCache:
     def _watch(self, kind: Kind, version: str) -> str:
         """Follow the watch until it ends; returns the last resourceVersion seen."""
         call, args = kind.list_call(self.api, self.version)
-        stream = watch.Watch().stream(call, resource_version=version, timeout_seconds=self.watch_seconds,
+        stream = _RawWatch().stream(call, resource_version=version, timeout_seconds=self.watch_seconds,
                                       allow_watch_bookmarks=True, **args)
         for event in stream:
             if self._stop.is_set():
@@ -463,8 +550,16 @@ class ClusterCache:
             expected = self._expected.get((kind.kind, key))  # our own write coming back, if equal
             ours = expected == version or (expected == "" and kind_of_event == "DELETED")
             before = self._objects[kind.kind].get(key)
+            if before is not None and kind_of_event == "MODIFIED" and _version_of(before) == version:
+                ours = True  # what the cache holds already (a write's answer it absorbed)
             if kind.kind in _STATUS_UNREAD and kind_of_event == "MODIFIED" and before is not None:
                 ours = ours or _sans_status(before.body) == _sans_status(doc.body)  # e.g. queue status clueue wrote
+            if not ours and _frees_quota(kind.kind, kind_of_event, before, doc.body):
+                self._urgent = True
+            held = self._held.get((kind.kind, key))
+            if held is not None and not ours:  # a background write's own event, or another's: told at release
+                held.append(version)
+                ours = True
             if kind_of_event == "DELETED":
                 self._objects[kind.kind].pop(key, None)
                 self._gone[kind.kind][key] = version

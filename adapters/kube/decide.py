@@ -33,7 +33,7 @@ from .read import read_cluster
 from .queue_status import write_queue_status
 from .podgroup_status import write_podgroup_status
 
-__all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S", "unsettled"]
+__all__ = ["decide_and_apply", "Decided", "LEASE_TIMEOUT_S", "informational", "unsettled"]
 
 LEASE_TIMEOUT_S = 60.0  # how long apply waits for another decider: a cycle and its writes, and some
 
@@ -57,7 +57,9 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                      pending_writes: PendingWriteLimiter | None = None,
                      cached: Callable[[str, str], Document | None] | None = None, workers: int = WORKERS,
                      should_stop: Callable[[], bool] | None = None, events: PendingWriteLimiter | None = None,
-                     warned: SentWarnings | None = None) -> Decided:
+                     warned: SentWarnings | None = None,
+                     later: Callable[[Snapshot, Plan, tuple[WorkloadEntry, ...], bool], None] | None = None,
+                     event_sink: Callable[[list[Callable[[], str]]], None] | None = None) -> Decided:
     """Hold the decider lease (``lease_namespace``, default the configuration's controller
     namespace) while reading the cluster (``read``, default :func:`read_cluster`), deciding
     (``decide``, default a guarded cycle of ``policy`` and ``config``) and applying the plan.
@@ -78,6 +80,13 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     snapshot it was decided from (``basis``): a write whose object was deleted or replaced since
     is skipped, never sent to another object nor made anew (docs/concurrency.md).
 
+    ``later`` (a controller's background writer, adapters/controller/writer.py) takes what only
+    informs: the status of waiting Workloads that exist already and match their pods
+    (:func:`informational`), and the queue status (the last argument True; not with admission
+    fair sharing, whose LocalQueue status the next cycle reads); they are handed to it with the
+    snapshot and plan rather than written here, so the turn ends with its last decision
+    written. So do the Events, with ``event_sink`` (:func:`~.apply.apply_plan`).
+
     Raises:
         LeaseHeld: another decider held the lease for ``lease_timeout`` seconds.
         AdapterError: the lease's namespace does not exist; the cluster cannot be read.
@@ -95,14 +104,22 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
                 lease = held.enter_context(DeciderLease(api, namespace).acquire(lease_timeout))
         snapshot = (read or (lambda: read_cluster(api)))()
         plan = run(snapshot)
-        applied = apply_plan(api, unsettled(plan, cached) if cached else plan, dry_run=dry_run,
+        now, waiting = (plan, ()) if later is None or cached is None or dry_run else informational(plan, cached)
+        applied = apply_plan(api, unsettled(now, cached) if cached else now, dry_run=dry_run,
                              fence=lease.fence if lease and not dry_run else None, pending_writes=pending_writes,
                              workers=workers, should_stop=should_stop, cached=cached, events=events, warned=warned,
-                             basis=snapshot)  # every write conditional on what this snapshot held
-        if not dry_run and not applied.stopped:  # queue status as Kueue writes it (queue_status.py)
-            applied.writes += write_queue_status(api, with_settings(snapshot, config), plan, version=version,
+                             event_sink=event_sink, basis=snapshot)  # every write conditional on what this snapshot held
+        settled = with_settings(snapshot, config)
+        # With admission fair sharing the LocalQueues' status holds the usage the next cycle orders
+        # them by (docs/queue-status.md): then it is a decision's state, written here.
+        queues_later = later is not None and settled.kueue_settings.admission_fair_sharing is None
+        if not dry_run and not applied.stopped and later is not None:
+            later(settled, plan, waiting, queues_later)
+        if not dry_run and not applied.stopped and not queues_later:  # queue status as Kueue writes it
+            applied.writes += write_queue_status(api, settled, plan, version=version,
                                                  fence=lease.fence if lease else None, errors=applied.errors,
                                                  written=applied.written)
+        if not dry_run and not applied.stopped:  # PodGroup phases are decisions (InQueue holds): written here
             applied.writes += write_podgroup_status(api, plan, version=version, errors=applied.errors,
                                                     fence=lease.fence if lease else None,
                                                     written=applied.written, basis=snapshot)  # podgroup_status.py
@@ -111,6 +128,31 @@ def decide_and_apply(api: client.ApiClient, policy: Policy, config: Config = Con
     applied.warnings += [f.message() for f in over_quota(snapshot, build_workloads(snapshot, config, memo).workloads)]
     # a waitForPodsReady or PodGroup timeout or back-off ends then (engine/podsready.py, podgroups.py)
     return Decided(plan, applied, plan.wake_at if not dry_run else None)
+
+
+def informational(plan: Plan, cached: Callable[[str, str], Document | None]) -> tuple[Plan, tuple[WorkloadEntry, ...]]:
+    """``plan`` without the entries whose writes only say why a workload waits, and those
+    entries: waiting (pending or inadmissible), named by no action, with a Workload object the
+    cache holds (not being deleted) that matches its pods and owners. What remains decides
+    (admissions, evictions, finishing) or makes a Workload its pods need."""
+    acted = {a.workload for a in plan.actions} | {a.target for a in plan.actions}
+
+    def informs(entry: WorkloadEntry) -> bool:
+        if entry.state not in ("pending", "inadmissible") or entry.name in acted or not entry.has_workload_object:
+            return False
+        doc = cached("Workload", entry.name)
+        if doc is None:
+            return False
+        body = dict(doc.body)
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        return entry.origin == "workload" or not (pod_set_difference(body, entry) or missing_owners(body, entry))
+
+    waiting = tuple(entry for entry in plan.workloads if informs(entry))
+    if not waiting:
+        return plan, ()
+    names = {entry.name for entry in waiting}
+    return replace(plan, workloads=tuple(e for e in plan.workloads if e.name not in names)), waiting
 
 
 def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan:

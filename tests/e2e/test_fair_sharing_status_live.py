@@ -92,7 +92,7 @@ def test_weighted_shares_and_consumed_usage_are_written_and_decay(live: client.A
         "consumedResources": {"cpu": format_quantity(penalty["cpu"])}, "lastUpdate": stamp(start)}}
     y = status(live, "localqueues", "y", ns)["fairSharing"]["admissionFairSharingStatus"]
     assert y == {"consumedResources": {}, "lastUpdate": stamp(start)}
-    assert first.plan.wake_at == start + 300  # (next_due also counts other tests' PodGroups, in the whole cluster)
+    assert first.plan.wake_at == start + 300  # (only() keeps this namespace's PodGroups: no other test's timeout)
 
     # within the interval: nothing sampled, nothing written for the queues
     quiet = cycle_at(live, ns, start + 60, FAIR)

@@ -41,10 +41,13 @@ def api(kube: ControlPlane) -> Iterator[client.ApiClient]:
 
 
 def only(ns: str, snapshot: Snapshot) -> Snapshot:
-    """The snapshot with the pods, Workloads and rejected objects of namespace ``ns`` alone."""
+    """The snapshot with the pods, Workloads, PodGroups and rejected objects of namespace ``ns``
+    alone. (Another test's PodGroup in the same cluster would otherwise set the plan's
+    ``wake_at``, and a cycle at a chosen time would write its phase, timed out, for that test.)"""
     return dataclasses.replace(
         snapshot, pods={k: v for k, v in snapshot.pods.items() if k.startswith(f"{ns}/")},
         workloads={k: v for k, v in snapshot.workloads.items() if k.startswith(f"{ns}/")},
+        pod_groups={k: v for k, v in snapshot.pod_groups.items() if k.startswith(f"{ns}/")},
         rejected=tuple(r for r in snapshot.rejected if r.namespace == ns))
 
 

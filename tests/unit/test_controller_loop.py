@@ -230,3 +230,20 @@ def test_the_loop_wakes_when_a_podgroup_timeout_ends_before_the_resync():
     assert monotonic_at(None, wall=995.0, mono=50.0) is None
     assert monotonic_at(990, wall=995.0, mono=50.0) == 50.0  # already past: at once
     assert CycleResult(started=0.0).next_due is None
+
+
+def test_a_cycle_the_time_budget_cut_short_is_decided_again_with_a_backoff():
+    # Under load the first cycle (loading the policy) can spend its whole budget and admit
+    # nothing that fits; nothing need change in the cluster for a second, so one is asked for.
+    from clueue.adapters.controller.loop import decide_again_in
+    from clueue.engine.plan import Plan, SolverInfo
+
+    def result(cut_short: bool) -> CycleResult:
+        solver = SolverInfo(0, 0, 0, 0, 0, not cut_short, 10, cut_short, 0, 0, 1, 0, 0)
+        return CycleResult(started=0.0, plan=Plan((), (), solver, "", ""))
+
+    unfinished = Backoff()
+    assert [decide_again_in(result(True), unfinished) for _ in range(3)] == [1.0, 2.0, 4.0]
+    assert decide_again_in(result(False), unfinished) is None  # a finished search ends the back-off
+    assert decide_again_in(result(True), unfinished) == 1.0
+    assert decide_again_in(CycleResult(started=0.0, error="boom"), unfinished) is None  # failures: their own back-off
