@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from kubernetes import client
 
@@ -140,13 +140,7 @@ def informational(plan: Plan, cached: Callable[[str, str], Document | None]) -> 
     def informs(entry: WorkloadEntry) -> bool:
         if entry.state not in ("pending", "inadmissible") or entry.name in acted or not entry.has_workload_object:
             return False
-        doc = cached("Workload", entry.name)
-        if doc is None:
-            return False
-        body = dict(doc.body)
-        if (body.get("metadata") or {}).get("deletionTimestamp"):
-            return False
-        return entry.origin == "workload" or not (pod_set_difference(body, entry) or missing_owners(body, entry))
+        return _cached_match(entry, cached) is not None
 
     waiting = tuple(entry for entry in plan.workloads if informs(entry))
     if not waiting:
@@ -165,15 +159,23 @@ def unsettled(plan: Plan, cached: Callable[[str, str], Document | None]) -> Plan
     def settled(entry: WorkloadEntry) -> bool:
         if entry.name in acted or entry.state == "finished":
             return False
-        doc = cached("Workload", entry.name)
-        if doc is None:
-            return False
-        body = dict(doc.body)
-        if (body.get("metadata") or {}).get("deletionTimestamp"):
-            return False
-        if entry.origin != "workload" and (pod_set_difference(body, entry) or missing_owners(body, entry)):
-            return False
-        return desired_status(entry, dict(body.get("status") or {})) is None  # apply's own judgement
+        body = _cached_match(entry, cached)
+        # apply's own judgement of whether the status it would write differs
+        return body is not None and desired_status(entry, dict(body.get("status") or {})) is None
 
     kept = tuple(entry for entry in plan.workloads if not settled(entry))
     return plan if len(kept) == len(plan.workloads) else replace(plan, workloads=kept)
+
+
+def _cached_match(entry: WorkloadEntry, cached: Callable[[str, str], Document | None]) -> dict[str, Any] | None:
+    """The body of the cached Workload of ``entry`` when it exists, is not being deleted and (for
+    a workload of pods) matches its pods and owners; None otherwise."""
+    doc = cached("Workload", entry.name)
+    if doc is None:
+        return None
+    body = dict(doc.body)
+    if (body.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    if entry.origin != "workload" and (pod_set_difference(body, entry) or missing_owners(body, entry)):
+        return None
+    return body
