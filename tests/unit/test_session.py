@@ -20,7 +20,7 @@ def decided(plan):
     return out
 
 
-@pytest.mark.parametrize("scenario,scale", [("baseline", 0.1), ("baseline-preemption", 0.1), ("baseline-kueue", 0.05)])
+@pytest.mark.parametrize("scenario,scale", [("baseline", 0.07), ("baseline-preemption", 0.06), ("baseline-kueue", 0.035)])
 def test_session_plans_over_a_replay_equal_fresh_cycles(monkeypatch, scenario, scale):
     # A replay feeds a Session a stream of snapshots that share most objects with the one
     # before: arrivals, admissions, evictions and finishes, as a controller sees them.
