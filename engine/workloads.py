@@ -31,23 +31,14 @@ from .checks import admission_flavors, check_states, eviction, required_checks, 
 from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
 from .trees import quota_trees
-from .podgroups import COSCHEDULING_QUEUE, MANAGED_LABEL, POD_GROUP_LABEL, WORKLOAD_PREFIX, group_queue, rfc3339
-from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape, parse_topology_request
+from .podgroups import COSCHEDULING_QUEUE, WORKLOAD_PREFIX, group_queue, rfc3339
+from .kueue_api import (ADMISSION_GATE, GROUP_LABEL, MANAGED_LABEL, POD_GROUP_LABEL, PREBUILT_LABEL, PRIORITY_CLASS_LABEL,
+                        QUEUE_LABEL, RETRIABLE_ANNOTATION, ROLE_LABEL, SETS_ANNOTATION, TOTAL_ANNOTATION)
+from .fields import INT32_LIMIT, Document, Fields
+from .snapshot import Snapshot, parse_pod_shape, parse_topology_request
 
-__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
-           "WORKLOAD_UID_ANNOTATION", "PREBUILT_LABEL"]
+__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "MAX_ROLES", "WORKLOAD_UID_ANNOTATION"]
 
-ADMISSION_GATE = KUEUE_PREFIX + "admission"
-QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
-GROUP_LABEL = KUEUE_PREFIX + "pod-group-name"
-ROLE_LABEL = KUEUE_PREFIX + "pod-group-role"
-TOTAL_ANNOTATION = KUEUE_PREFIX + "pod-group-total-count"
-SETS_ANNOTATION = KUEUE_PREFIX + "pod-group-sets"
-RETRIABLE_ANNOTATION = KUEUE_PREFIX + "retriable-in-group"
-PRIORITY_CLASS_LABEL = KUEUE_PREFIX + "priority-class"
-#: On pods whose Workload exists already, made by someone else (MultiKueue's manager makes the
-#: copy a worker admits, then the pods, labelled with its name): no other Workload is made for them.
-PREBUILT_LABEL = KUEUE_PREFIX + "prebuilt-workload-name"
 #: Recorded on each pod when it is ungated: the uid of the Workload whose admission it runs
 #: under. A live pod whose recorded Workload is gone (or being deleted) belongs to a group that
 #: ended: deleting the Workload is how a user declares a group failed (KEP-976).
