@@ -56,7 +56,7 @@ from .queues import entry_usage
 from .reasons import Reason, make_reason
 from .kueue_api import ADMISSION_GATE, JOB_UID_LABEL, MANAGED_LABEL, PODSET_LABEL, POD_GROUP_LABEL, QUEUE_LABEL
 from .snapshot import Snapshot
-from .trees import quota_trees
+from .quota import nominal, quota_trees
 
 __all__ = ["COSCHEDULING_QUEUE", "WORKLOAD_PREFIX", "gang_scheduled", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
            "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "describe_group", "group_members", "workload_key",
@@ -268,7 +268,7 @@ def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str],
     trees: dict[str, _Pool] = {}
     for tree, tree_groups in groups.items():
         if tree.startswith("cohort/"):
-            free = _nominal(tree_groups)
+            free = nominal(tree_groups)
             for name in (q for q, t in tree_of.items() if t == tree):
                 for key, q in used.get(name, {}).items():
                     free[key] = free.get(key, Fraction(0)) - q
@@ -276,22 +276,12 @@ def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str],
                                 _flavors(tree_groups), free)
     pools = {}
     for name, cq in snapshot.cluster_queues.items():
-        free = _nominal(cq.resource_groups)
+        free = nominal(cq.resource_groups)
         for key, q in used.get(name, {}).items():
             free[key] = free.get(key, Fraction(0)) - q
         own = _Pool(f"the quota of ClusterQueue {name}", _flavors(cq.resource_groups), free)
         pools[name] = [(name, own)] + ([("cohort", trees[tree_of[name]])] if tree_of[name] in trees else [])
     return pools
-
-
-def _nominal(groups: Iterable[ResourceGroup]) -> dict[tuple[str, str], Fraction]:
-    """(flavor, resource) -> nominal quota, summed over ``groups``."""
-    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-    for g in groups:
-        for fq in g.flavors:
-            for r, quota in fq.resources.items():
-                out[fq.flavor, r] += quota.nominal
-    return out
 
 
 def _flavors(groups: Iterable[ResourceGroup]) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from .errors import SnapshotError
 from .fields import AT_PATH, INT32_LIMIT, Document, Fields
 from .memo import Changes, Memo
+from .quota import cohort_cycles
 from .objects import (
     Admission, AdmissionCheck, MultiKueueCluster, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
@@ -876,46 +877,14 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
     for document in documents:
         read(document)
     if lenient:
-        for kind, key, error in _cohort_cycles(collected["cohorts"], collected["cluster_queues"]):
+        # Such a quota tree has no root, so none of its quota can be counted (quota.py).
+        for kind, key, error in cohort_cycles(collected["cohorts"], collected["cluster_queues"]):
             del collected["cohorts" if kind == "Cohort" else "cluster_queues"][key]
             rejected.append(_rejected(quota_docs[(kind, key)], error))
     if not any(collected.values()) and not rejected:
         notices.append("the snapshot holds no objects clueue reads")
     return Snapshot(**{attr: dict(sorted(objs.items())) for attr, objs in collected.items()},
                     notices=tuple(notices), rejected=tuple(rejected))
-
-
-def _cohort_cycles(cohorts: Mapping[str, Cohort],
-                   queues: Mapping[str, ClusterQueue]) -> list[tuple[str, str, SnapshotError]]:
-    """The Cohorts whose parents form a cycle, and the ClusterQueues under them, each with why.
-
-    Such a quota tree has no root, so none of its quota can be counted: a live snapshot leaves
-    these objects out (offline, the compiler refuses the cycle)."""
-    cycle_of: dict[str, str] = {}
-    for start in cohorts:
-        path, node = [start], cohorts[start].parent
-        while node in cohorts and node not in path and node not in cycle_of:
-            path.append(node)
-            node = cohorts[node].parent
-        if node in path:
-            loop = path[path.index(node):]
-            for member in loop:
-                cycle_of[member] = " -> ".join(loop + [node])
-    in_cycle: dict[str, str] = {}  # every cohort under a cycle, and the cycle
-    for start in cohorts:
-        node: str | None = start
-        seen = set()
-        while node in cohorts and node not in cycle_of and node not in seen:
-            seen.add(node)
-            node = cohorts[node].parent
-        if node in cycle_of:
-            in_cycle[start] = cycle_of[node]
-    out = [("Cohort", name, SnapshotError(f"cohort parents form a cycle: {why}", field="spec.parentName"))
-           for name, why in sorted(in_cycle.items())]
-    out += [("ClusterQueue", cq.name, SnapshotError(f"its cohort {cq.cohort} is in or under a cycle of cohort "
-                                                    f"parents: {in_cycle[cq.cohort]}", field="spec.cohort"))
-            for cq in queues.values() if cq.cohort in in_cycle]
-    return out
 
 
 def _rejected(doc: Document, error: SnapshotError) -> Rejected:

@@ -30,7 +30,7 @@ from .parsing import parse_yaml
 from .checks import admission_flavors, check_states, eviction, required_checks, retrying, multikueue_check
 from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
-from .trees import quota_trees
+from .quota import by_resource, nominal, quota_trees
 from .podgroups import COSCHEDULING_QUEUE, WORKLOAD_PREFIX, group_queue, rfc3339
 from .kueue_api import (ADMISSION_GATE, GROUP_LABEL, MANAGED_LABEL, POD_GROUP_LABEL, PREBUILT_LABEL, PRIORITY_CLASS_LABEL,
                         QUEUE_LABEL, RETRIABLE_ANNOTATION, ROLE_LABEL, SETS_ANNOTATION, TOTAL_ANNOTATION)
@@ -759,13 +759,12 @@ class _Builder:
         """ClusterQueue -> the nominal quota of its whole quota tree, the largest quantity
         dividing every quota of it, and that quota as a float a little short, per resource."""
         tree_of, groups = self._trees
-        totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+        totals = {tree: by_resource(nominal(tree_groups)) for tree, tree_groups in groups.items()}
         steps: dict[str, dict[str, Fraction]] = defaultdict(dict)
         for tree, tree_groups in groups.items():
             for g in tree_groups:
                 for fq in g.flavors:
                     for r, q in fq.resources.items():
-                        totals[tree][r] += q.nominal
                         if q.nominal:
                             steps[tree][r] = common_divisor((steps[tree].get(r, q.nominal), q.nominal))
         # A float a little below the total: whatever a float of the asks rounds, less is surely less.
