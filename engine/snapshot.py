@@ -485,6 +485,9 @@ def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
         for fp, fl in f.objects(f"{gp}.flavors", g.get("flavors")):
             if not isinstance(fl.get("name"), str):
                 raise f.fail(f"{fp}.name", "the flavor name is required")
+            # Kueue's CRD keys a group's flavors by name: one quota per flavor and resource.
+            if any(other.flavor == fl["name"] for other in flavors):
+                raise f.fail(f"{fp}.name", f"flavor {fl['name']!r} is listed twice in this resource group")
             quotas: dict[str, ResourceQuota] = {}
             for rp, r in f.objects(f"{fp}.resources", fl.get("resources")):
                 name = r.get("name")
