@@ -21,14 +21,13 @@ from math import ceil, floor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .checks import inactive_checks
-from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
 from .fairsharing import fair_sharing_facts
 from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, PodSetSpec, ResourceGroup
 from .placement import NodeClasses, class_fits, node_classes
 from .podgroups import holds
-from .quota import cohort_parents, holding_queue, root_of
+from .quota import cohort_parents, holding_queue, refuse_cohort_cycles, root_of
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .topology import domain, domain_costs, split_labels
@@ -201,17 +200,9 @@ def _roots(parents: Mapping[str, str | None], snapshot: Snapshot) -> dict[Node, 
 
 
 def _tree(snapshot: Snapshot) -> dict[str, str | None]:
-    """Cohort name -> parent, for every cohort named anywhere; rejects cycles."""
-    parents = cohort_parents(snapshot)
-    for start in parents:
-        seen, node = [start], parents[start]
-        while node is not None:
-            if node in seen:
-                raise SnapshotError(f"cohort parents form a cycle: {' -> '.join(seen + [node])}",
-                                    obj=f"Cohort {start}", field="spec.parentName")
-            seen.append(node)
-            node = parents.get(node)
-    return parents
+    """Cohort name -> parent, for every cohort named anywhere; refuses cycles (quota.py)."""
+    refuse_cohort_cycles(snapshot)
+    return cohort_parents(snapshot)
 
 
 def _namespace_labels(snapshot: Snapshot, name: str) -> dict[str, str]:

@@ -11,8 +11,8 @@
   ClusterQueue or Cohort), or of all the nodes of a tree (:func:`nominal`, :func:`by_resource`).
 - **Cohort cycles.** Cohorts whose parents form a cycle have no root, so none of their quota can
   be counted. One rule says which cohorts and ClusterQueues are in or under such a cycle, and
-  why (:func:`cohort_cycles`): a live snapshot leaves them out (snapshot.py); offline the
-  compiler refuses a cycle. Walks up the parents (:func:`root_of`) stop where a cycle turns
+  why (:func:`cohort_cycles`): a live snapshot leaves them out (snapshot.py), and offline
+  the compiler refuses the first of them with the same words (:func:`refuse_cohort_cycles`). Walks up the parents (:func:`root_of`) stop where a cycle turns
   back, so that what runs before the refusal ends.
 """
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .workloads import Workload
 
 __all__ = ["FlavorResource", "holding_queue", "workload_queue", "nominal", "by_resource", "cohort_parents",
-           "root_of", "quota_trees", "tree_nominal", "cohort_cycles"]
+           "root_of", "quota_trees", "tree_nominal", "cohort_cycles", "refuse_cohort_cycles"]
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
 
@@ -167,3 +167,14 @@ def cohort_cycles(cohorts: Mapping[str, Cohort],
                                                     f"parents: {in_cycle[cq.cohort]}", field="spec.cohort"))
             for cq in queues.values() if cq.cohort in in_cycle]
     return out
+
+
+def refuse_cohort_cycles(snapshot: Snapshot) -> None:
+    """Offline, a cycle of cohort parents is an error: raise the first of :func:`cohort_cycles`
+    (the first Cohort by name in or under a cycle), as a live snapshot would reject it.
+
+    Raises:
+        SnapshotError: naming the Cohort, ``spec.parentName`` and the cycle.
+    """
+    for kind, name, error in cohort_cycles(snapshot.cohorts, snapshot.cluster_queues):
+        raise SnapshotError(error.detail, obj=f"{kind} {name}", field=error.field)

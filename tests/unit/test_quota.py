@@ -6,9 +6,11 @@ from __future__ import annotations
 import doctest
 from fractions import Fraction
 
-from clueue.engine import Document, build_snapshot, quota
+import pytest
+
+from clueue.engine import Document, SnapshotError, build_snapshot, quota
 from clueue.engine.quota import by_resource, cohort_cycles, holding_queue, nominal, quota_trees, tree_nominal
-from tests.builders import cluster_queue, cohort, flatten, flavor
+from tests.builders import cluster_queue, cohort, flatten, flavor, local_queue, run, workload
 
 
 def snapshot(*objs, lenient: bool = False):
@@ -52,3 +54,14 @@ def test_cohorts_in_or_under_a_cycle_and_their_queues_are_named_with_the_cycle()
     tree_of, _ = quota_trees(snap)
     assert tree_of["out"] == "cohort/fine" and tree_of["in"].startswith("cohort/")
 
+
+def test_offline_a_cycle_is_refused_in_the_words_a_live_snapshot_rejects_it_with() -> None:
+    # x hangs under the cycle y -> z -> y: offline the plan names x and the cycle itself (not the
+    # path from x into it), as the live snapshot's rejection of x does.
+    objs = [flavor("f"), cohort("x", parent="y"), cohort("y", parent="z"), cohort("z", parent="y"),
+            cluster_queue("cq", {"f": {"cpu": 1}}, cohort="x"), local_queue("cq"), workload("w")]
+    with pytest.raises(SnapshotError) as err:
+        run(*objs)
+    live = {(r.kind, r.name): r for r in snapshot(*objs, lenient=True).rejected}
+    assert (err.value.obj, err.value.field) == ("Cohort x", "spec.parentName")
+    assert err.value.detail == live[("Cohort", "x")].message == "cohort parents form a cycle: y -> z -> y"
