@@ -19,7 +19,8 @@ from clueue.engine.kueueconfig import parse_admission_fair_sharing, parse_fair_s
 from clueue.engine.objects import LabelSelector
 from clueue.engine.parsing import parse_documents
 from clueue.engine.paths import expand_path, read_text
-from clueue.engine.snapshot import Snapshot, Fields, WorkerView, parse_selector, build_snapshot
+from clueue.engine.fields import Fields
+from clueue.engine.snapshot import Snapshot, WorkerView, parse_selector, build_snapshot
 
 from .decisionlog.config import parse_decision_log
 

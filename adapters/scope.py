@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 from clueue.engine import Snapshot
 from clueue.engine.objects import LabelSelector
 from clueue.engine.plan import PodGroupEntry, WorkloadEntry
-from clueue.engine.podgroups import POD_GROUP_LABEL
+from clueue.engine.kueue_api import POD_GROUP_LABEL
 
 __all__ = ["Scope"]
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from clueue.engine import Config, Document, Snapshot, build_snapshot, load_policy
 from clueue.engine.config import ALL_AT_ONCE, INCREMENTAL, OPTIMIZED, MultiKueue
+from clueue.engine.kueue_api import KUEUE_GROUP
 from clueue.engine.dispatch import DispatchTarget, run_dispatch
 from clueue.engine.objects import MultiKueueCluster, PodSetSpec
 from clueue.engine.snapshot import WorkerView
@@ -78,7 +79,7 @@ def _jobs(n: int, seed: int, span: int) -> list[_Job]:
 def _worker_view(name: str, quota: int, used: int) -> WorkerView:
     """A worker's objects as the manager reads them: its ClusterQueue, the LocalQueue of the
     workloads' name, and what its admitted workloads hold (one Workload standing for them all)."""
-    kueue = "kueue.x-k8s.io/v1beta1"
+    kueue = f"{KUEUE_GROUP}/v1beta1"
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": _NS}},
         {"apiVersion": kueue, "kind": "ResourceFlavor", "metadata": {"name": "default"}},

@@ -19,14 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 from clueue.engine import AdapterError
+from clueue.engine.kueue_api import ADMISSION_GATE as GATE, KUEUE_GROUP, MANAGED_LABEL, POD_FINALIZER, QUEUE_LABEL
 
 from .live_kube import REQUEST_TIMEOUT, Event, LiveApi, Watcher, answer, brief
 
 __all__ = ["GATE", "RUN_LABEL", "pod_setup", "create_pods", "patch_rate", "delete_pods", "rate", "run_writes"]
 
-GATE = "kueue.x-k8s.io/admission"
 RUN_LABEL = "clueue.dev/bench-live-run"
-KUEUE = "kueue.x-k8s.io/v1beta1"
+KUEUE = f"{KUEUE_GROUP}/v1beta1"
 Say = Callable[[str], None]
 
 
@@ -51,8 +51,8 @@ def pod_setup(api: LiveApi, namespace: str, run: str, count: int) -> None:
 def _pod(namespace: str, name: str, run: str) -> dict[str, Any]:
     """A single Pod as the webhook leaves it: gated, managed, with its finalizer."""
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "finalizers": ["kueue.x-k8s.io/managed"],
-                         "labels": {"kueue.x-k8s.io/queue-name": "main", "kueue.x-k8s.io/managed": "true",
+            "metadata": {"name": name, "namespace": namespace, "finalizers": [POD_FINALIZER],
+                         "labels": {QUEUE_LABEL: "main", MANAGED_LABEL: "true",
                                     RUN_LABEL: run}},
             "spec": {"schedulingGates": [{"name": GATE}], "containers": [
                 {"name": "main", "image": "registry.example/bench:1", "resources": {"requests": {"cpu": "1"}}}]}}

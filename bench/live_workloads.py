@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Callable
 
+from clueue.engine.kueue_api import KUEUE_GROUP
+
 from .live_kube import REQUEST_TIMEOUT, Event, LiveApi, Watcher, answer, brief, json_patch_status
 from .live_pods import RUN_LABEL
 from .replay import jobs_of, physical_limit_seconds, total_quota
@@ -159,7 +161,7 @@ class _Run:
             "type": "Finished", "status": "True", "reason": "Succeeded", "lastTransitionTime": now,
             "message": "clueue bench: ran its run time"}}]
         try:
-            json_patch_status(self.api, "kueue.x-k8s.io", "v1beta1", namespace, "workloads", name, body)
+            json_patch_status(self.api, KUEUE_GROUP, "v1beta1", namespace, "workloads", name, body)
         except Exception as e:  # noqa: BLE001 - counted and reported
             self.errors.append(f"finish {key}: {brief(e)}")
             return
@@ -174,7 +176,7 @@ class _Run:
         meta = body["metadata"]
         try:
             answer(self.api.objects.create_namespaced_custom_object(
-                "kueue.x-k8s.io", "v1beta1", meta["namespace"], "workloads", body, _preload_content=False,
+                KUEUE_GROUP, "v1beta1", meta["namespace"], "workloads", body, _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT))
         except Exception as e:  # noqa: BLE001 - counted and reported
             self.errors.append(f"create {meta['namespace']}/{meta['name']}: {brief(e)}")
@@ -221,7 +223,7 @@ def run_workloads(api: LiveApi, scenario: Scenario, run: str, clients: int, time
     """Run ``scenario``'s Workloads live (see the module docstring); its configuration must exist."""
     state = _Run(api, scenario, run, clients)
     _, workloads = live_objects(scenario, run)
-    watcher = Watcher(functools.partial(api.objects.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta1", "workloads"),
+    watcher = Watcher(functools.partial(api.objects.list_cluster_custom_object, KUEUE_GROUP, "v1beta1", "workloads"),
                       state.seen, label_selector=f"{RUN_LABEL}={run}")
     watcher.start()
     finisher = threading.Thread(target=state.finisher, name="clueue-bench-finisher", daemon=True)

@@ -21,10 +21,11 @@ from clueue.adapters.kube.connect import connect
 from clueue.adapters.multikueue import MultiKueue
 from clueue.adapters.multikueue.api import now
 from clueue.engine.config import ALL_AT_ONCE, MultiKueue as Settings
+from clueue.engine.kueue_api import KUEUE_GROUP, MULTIKUEUE_CONTROLLER
 from tests.testenv.build import ensure_binaries
 from tests.testenv.control_plane import ControlPlane
 
-G, V, NS = "kueue.x-k8s.io", "v1beta1", "bench"
+G, V, NS = KUEUE_GROUP, "v1beta1", "bench"
 
 
 def _kueue(api: client.ApiClient, plural: str, kind: str, name: str, spec: dict[str, Any]) -> None:
@@ -49,7 +50,7 @@ def main(n: int) -> None:
                 "kubeconfig": base64.b64encode(plane.kubeconfig.read_bytes()).decode()}})
             _kueue(api, "multikueueclusters", "MultiKueueCluster", name, {"kubeConfig": {"location": name}})
         _kueue(api, "multikueueconfigs", "MultiKueueConfig", "both", {"clusters": ["w1", "w2"]})
-        _kueue(api, "admissionchecks", "AdmissionCheck", "mk", {"controllerName": "kueue.x-k8s.io/multikueue",
+        _kueue(api, "admissionchecks", "AdmissionCheck", "mk", {"controllerName": MULTIKUEUE_CONTROLLER,
                "parameters": {"apiGroup": G, "kind": "MultiKueueConfig", "name": "both"}})
         for i in range(n):
             wl = custom.create_namespaced_custom_object(G, V, NS, "workloads", {

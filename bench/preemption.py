@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
+from clueue.engine.kueue_api import KUEUE_GROUP
 
 __all__ = ["Admitted", "Cluster", "cluster", "objects", "fits", "kueue_victims", "victim_benchmark", "render_victims"]
 
-_KUEUE = "kueue.x-k8s.io/v1beta1"
+_KUEUE = f"{KUEUE_GROUP}/v1beta1"
 #: When the cycle runs, in minutes after the first workload started.
 NOW_MINUTE = 60
 

@@ -63,6 +63,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import yaml
 
 from clueue.engine import Document, Snapshot, build_snapshot
+from clueue.engine.kueue_api import HOSTNAME_LABEL, KUEUE_GROUP
 
 __all__ = [
     "ARRIVAL_ANNOTATION", "RUNTIME_ANNOTATION", "CLASS_LABEL", "EPOCH", "SCENARIO_NAMES",
@@ -74,7 +75,7 @@ RUNTIME_ANNOTATION = "clueue.dev/bench-runtime-ms"
 CLASS_LABEL = "clueue.dev/bench-class"
 #: Virtual time 0 of every scenario.
 EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)
-KUEUE_API = "kueue.x-k8s.io/v1beta1"
+KUEUE_API = f"{KUEUE_GROUP}/v1beta1"
 
 Obj = dict[str, Any]
 
@@ -397,7 +398,7 @@ GPU_TYPE_LABEL = "gpu.example/type"
 
 def _node(name: str, gpu_type: str, gpus: int) -> Obj:
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, GPU_TYPE_LABEL: gpu_type}},
+            "metadata": {"name": name, "labels": {HOSTNAME_LABEL: name, GPU_TYPE_LABEL: gpu_type}},
             "spec": {}, "status": {"allocatable": {"cpu": str(12 * gpus), "memory": f"{64 * gpus}Gi",
                                                    GPU: str(gpus), "pods": "110"}}}
 

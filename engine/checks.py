@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from .kueue_api import MULTIKUEUE_CONTROLLER
 from .objects import Admission, AdmissionCheck, CheckState, ClusterQueue, KueueWorkload, PodSetUpdate
 from .reasons import Reason, make_reason
 
-__all__ = ["MULTIKUEUE_CONTROLLER", "required_checks", "admission_flavors", "inactive_checks", "check_states",
+__all__ = ["required_checks", "admission_flavors", "inactive_checks", "check_states",
            "eviction", "retrying", "ready", "multikueue_check", "pod_set_changes", "PodChanges"]
 
-#: The controller name of Kueue's MultiKueue admission check.
-MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
 
 def required_checks(cq: ClusterQueue | None, flavors: Iterable[str]) -> tuple[str, ...]:

@@ -21,13 +21,13 @@ from math import ceil, floor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .checks import inactive_checks
-from .errors import SnapshotError
 from .facts import PREDICATES, Node, Value, fact_text
 from .fairsharing import fair_sharing_facts
 from .memo import Memo
 from .objects import ClusterQueue, LabelSelector, PodSetSpec, ResourceGroup
 from .placement import NodeClasses, class_fits, node_classes
 from .podgroups import holds
+from .quota import cohort_parents, holding_queue, refuse_cohort_cycles, root_of
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
 from .topology import domain, domain_costs, split_labels
@@ -46,7 +46,7 @@ class Units:
 
     trees: Mapping[Node | None, Mapping[str, Fraction]]  # tree root -> resource -> unit (None: no tree)
     node_tree: Mapping[Node, Node]  # every node of the quota trees -> the root of its tree
-    queue_tree: Mapping[str, Node]  # "namespace/name" of a LocalQueue -> the tree its ClusterQueue is in
+    local_queues: Mapping[str, str]  # "namespace/name" of a LocalQueue -> its ClusterQueue
     notices: tuple[str, ...] = ()  # the trees and resources whose unit rounds amounts
     # tree -> resource -> (amount, units): a quota or limit of at least the amount, what all the
     # tree's workloads ask together, counts as the units they ask in all, rounded up as the facts
@@ -58,11 +58,9 @@ class Units:
         return self.trees.get(self.node_tree.get(Node("cq", cluster_queue or "")), {})
 
     def tree(self, namespace: str, queue: str, admitted_in: str) -> Node | None:
-        """The tree whose quota a workload counts in: that of the ClusterQueue its admission
-        names (``admitted_in``, "" when not admitted), else that of its LocalQueue's."""
-        if admitted_in:
-            return self.node_tree.get(Node("cq", admitted_in))
-        return self.queue_tree.get(f"{namespace}/{queue}")
+        """The tree whose quota a workload counts in: that of its holding ClusterQueue
+        (:func:`~.quota.holding_queue`; ``admitted_in`` is "" when it is not admitted)."""
+        return self.node_tree.get(Node("cq", holding_queue(admitted_in, namespace, queue, self.local_queues)))
 
 
 @dataclass(frozen=True)
@@ -105,8 +103,7 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     docstring). A workload counts in the tree of its LocalQueue's ClusterQueue; workloads
     whose queue is in no tree share units of their own (they are never candidates)."""
     node_tree = _roots(_tree(snapshot), snapshot)
-    queue_tree = {key: node_tree[Node("cq", lq.cluster_queue)] for key, lq in snapshot.local_queues.items()
-                  if lq.cluster_queue in snapshot.cluster_queues}
+    local_queues = {key: lq.cluster_queue for key, lq in snapshot.local_queues.items()}
     quotas: dict[tuple[Node | None, str], list[Fraction]] = defaultdict(list)
     nodes = [(Node("cq", cq.name), cq.resource_groups) for cq in snapshot.cluster_queues.values()] + \
             [(Node("cohort", c.name), c.resource_groups) for c in snapshot.cohorts.values()]
@@ -121,7 +118,7 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
     asks: Counter[tuple[str, str, str, str, int, int, int]] = Counter(
         (w.namespace, w.queue, _admitted_in(w), r, v.numerator, v.denominator, max(ps.count, 1))
         for w in workloads if not _beyond(w) for ps in w.pod_sets for r, v in ps.requests.items())
-    located = Units({}, node_tree, queue_tree)
+    located = Units({}, node_tree, local_queues)
     mine: dict[tuple[Node | None, str], list[tuple[Fraction, int]]] = defaultdict(list)
     for (ns, queue, admitted_in, r, n, d, count), times in asks.items():
         mine[located.tree(ns, queue, admitted_in), r].append((Fraction(n, d), count * times))
@@ -151,7 +148,7 @@ def resource_units(snapshot: Snapshot, workloads: Iterable[Workload]) -> Units:
             notices.append(f"{'ClusterQueue' if tree.kind == 'cq' else 'cohort'} {tree.name}: {r} is counted in "
                            f"units of {format_quantity(unit)} so that the quota tree's amounts fit the solver's "
                            "integers; its quotas are rounded down and requests up to whole units")
-    return Units(dict(trees), node_tree, queue_tree, tuple(notices), dict(caps))
+    return Units(dict(trees), node_tree, local_queues, tuple(notices), dict(caps))
 
 
 def _beyond(w: Workload) -> bool:
@@ -195,12 +192,7 @@ def _round_scale(least: int) -> int:
 
 def _roots(parents: Mapping[str, str | None], snapshot: Snapshot) -> dict[Node, Node]:
     """Every node of the quota trees (cohorts of ``parents``, ClusterQueues) -> its tree's root."""
-    def root(cohort: str) -> Node:
-        while parents.get(cohort):
-            cohort = parents[cohort]  # type: ignore[assignment]  # _tree rejects cycles
-        return Node("cohort", cohort)
-
-    roots = {Node("cohort", c): root(c) for c in parents}
+    roots = {Node("cohort", c): Node("cohort", root_of(c, parents)) for c in parents}  # _tree rejects cycles
     for cq in snapshot.cluster_queues.values():
         node = Node("cq", cq.name)
         roots[node] = roots[Node("cohort", cq.cohort)] if cq.cohort else node
@@ -208,23 +200,9 @@ def _roots(parents: Mapping[str, str | None], snapshot: Snapshot) -> dict[Node, 
 
 
 def _tree(snapshot: Snapshot) -> dict[str, str | None]:
-    """Cohort name -> parent, for every cohort named anywhere; rejects cycles."""
-    parents: dict[str, str | None] = {c.name: c.parent for c in snapshot.cohorts.values()}
-    for cq in snapshot.cluster_queues.values():
-        if cq.cohort:
-            parents.setdefault(cq.cohort, None)
-    for c in list(parents.values()):
-        if c:
-            parents.setdefault(c, None)
-    for start in parents:
-        seen, node = [start], parents[start]
-        while node is not None:
-            if node in seen:
-                raise SnapshotError(f"cohort parents form a cycle: {' -> '.join(seen + [node])}",
-                                    obj=f"Cohort {start}", field="spec.parentName")
-            seen.append(node)
-            node = parents.get(node)
-    return parents
+    """Cohort name -> parent, for every cohort named anywhere; refuses cycles (quota.py)."""
+    refuse_cohort_cycles(snapshot)
+    return cohort_parents(snapshot)
 
 
 def _namespace_labels(snapshot: Snapshot, name: str) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .kueue_api import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from .objects import LabelSelector, Requirement
 
 __all__ = ["Config", "PodGroups", "Limits", "DecisionLogConfig", "MultiKueue", "FairSharing", "AdmissionFairSharing", "WaitForPodsReady", "FAIR_STRATEGIES", "ALL_AT_ONCE", "INCREMENTAL", "OPTIMIZED", "DEFAULT_MANAGED_OWNERS"]
@@ -53,8 +54,8 @@ class DecisionLogConfig:
 
 #: The dispatchers of MultiKueue (docs/dispatch.md): the two Kueue builds in, and clueue's own,
 #: which nominates the workers where the policy predicts a workload is admitted (the default).
-ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
-INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+ALL_AT_ONCE = DISPATCHER_ALL_AT_ONCE
+INCREMENTAL = DISPATCHER_INCREMENTAL
 OPTIMIZED = "clueue.dev/multikueue-dispatcher-optimized"
 
 

@@ -27,12 +27,11 @@ from collections import defaultdict
 from fractions import Fraction
 
 from .objects import ClusterQueue, FlavorQuotas, LabelSelector, LocalQueue, ResourceFlavor, ResourceGroup, ResourceQuota
-from .podgroups import COSCHEDULING_QUEUE, POD_GROUP_LABEL
-from .snapshot import KUEUE_PREFIX, Snapshot
+from .kueue_api import POD_GROUP_LABEL, QUEUE_LABEL
+from .podgroups import COSCHEDULING_QUEUE
+from .snapshot import Snapshot
 
 __all__ = ["with_coscheduling_queue"]
-
-_QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
 
 
 def with_coscheduling_queue(snapshot: Snapshot) -> Snapshot:
@@ -41,7 +40,7 @@ def with_coscheduling_queue(snapshot: Snapshot) -> Snapshot:
     asked: dict[str, Fraction] = defaultdict(Fraction)
     namespaces = set()
     for pod in snapshot.pods.values():
-        if pod.labels.get(POD_GROUP_LABEL) and _QUEUE_LABEL not in pod.labels:
+        if pod.labels.get(POD_GROUP_LABEL) and QUEUE_LABEL not in pod.labels:
             namespaces.add(pod.namespace)
             for r, q in pod.requests.items():
                 asked[r] += q

@@ -36,11 +36,12 @@ from .preemption import Victims
 from .fairsharing import with_settings
 from .prune import Selection, select_candidates
 from .reasons import INADMISSIBLE_CODES, Reason, make_reason
-from .snapshot import ROLE_HASH_ANNOTATION, Snapshot
+from .kueue_api import ADMISSION_GATE, ROLE_HASH_ANNOTATION
+from .snapshot import Snapshot
 from .dispatch import Dispatch, dispatch_targets, run_dispatch
 from .solver import Decision, Explanation, SolveStats, decide, explain
 from .topology import topology_assignment, topology_unfit, unusable
-from .workloads import ADMISSION_GATE, Workload, Workloads, build_workloads
+from .workloads import Workload, Workloads, build_workloads
 
 __all__ = ["run_cycle", "Session", "compile_snapshot"]
 

@@ -30,7 +30,8 @@ from fractions import Fraction
 from math import ceil, floor
 from typing import Any, Iterable, Mapping
 
-from .checks import MULTIKUEUE_CONTROLLER, required_checks
+from .checks import required_checks
+from .kueue_api import MULTIKUEUE_CONTROLLER
 from .config import ALL_AT_ONCE, INCREMENTAL, OPTIMIZED, Config
 from .dispatch_workers import QueueRoom, WorkerCapacity, worker_capacity
 from .facts import fact_text

@@ -23,6 +23,7 @@ from .config import Config
 from .placement import node_classes
 from .plan import WorkloadEntry
 from .queues import entry_usage
+from .quota import nominal
 from .snapshot import WorkerView
 from .workloads import Workload, build_workloads
 
@@ -75,8 +76,8 @@ def worker_capacity(view: WorkerView, config: Config = Config(), asking: Sequenc
             held[w.admission.cluster_queue][key] += amount
     queues = {}
     for cq in snapshot.cluster_queues.values():
-        free = {(fq.flavor, r): max(Fraction(0), q.nominal - held[cq.name].get((fq.flavor, r), Fraction(0)))
-                for g in cq.resource_groups for fq in g.flavors for r, q in fq.resources.items()}
+        free = {key: max(Fraction(0), q - held[cq.name].get(key, Fraction(0)))
+                for key, q in nominal(cq.resource_groups).items()}
         groups = tuple((tuple(fq.flavor for fq in g.flavors), tuple(g.covered)) for g in cq.resource_groups)
         queues[cq.name] = QueueRoom(cq.name, groups, free, cq.stopped)
     nodes: dict[str, tuple[Fraction, Fraction]] = {}

@@ -10,14 +10,10 @@ sections win). Both are read by the same functions, so they mean the same in eit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from .config import FAIR_STRATEGIES, AdmissionFairSharing, Config, FairSharing, WaitForPodsReady
 from .errors import SnapshotError
+from .fields import Document, Fields
 from .parsing import parse_documents
-
-if TYPE_CHECKING:
-    from .snapshot import Fields
 
 __all__ = ["KueueSettings", "KUEUE_CONFIG_MAP", "CONFIG_KEY", "parse_fair_sharing", "parse_admission_fair_sharing",
            "parse_wait_for_pods_ready",
@@ -117,8 +113,6 @@ def parse_kueue_config_map(f: Fields) -> KueueSettings:
             on the ConfigMap, and one malformed section fails the whole ConfigMap: none of its
             sections is decided by, not the valid ones either.
     """
-    from .snapshot import Document, Fields as ObjectFields  # snapshot.py imports this module
-
     if f"{f.namespace}/{f.name}" != KUEUE_CONFIG_MAP:
         return KueueSettings()
     key = f"data[{CONFIG_KEY}]"
@@ -129,7 +123,7 @@ def parse_kueue_config_map(f: Fields) -> KueueSettings:
         docs = [d for d in parse_documents(text, f.doc.source) if d is not None]
         if len(docs) != 1 or not isinstance(docs[0], dict):
             raise SnapshotError("expected one Configuration object")
-        inner = ObjectFields(Document(f.doc.source, {**docs[0], "metadata": {"name": f.name, "namespace": f.namespace}}),
+        inner = Fields(Document(f.doc.source, {**docs[0], "metadata": {"name": f.name, "namespace": f.namespace}}),
                              "ConfigMap")
         return KueueSettings(parse_fair_sharing(inner), parse_admission_fair_sharing(inner),
                              parse_wait_for_pods_ready(inner))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .objects import Node, NodeNeeds, PodAffinityTerm
-from .snapshot import HOSTNAME_LEVEL  # the only topology key of pod (anti-)affinity placement honours
+from .kueue_api import HOSTNAME_LABEL  # the only topology key of pod (anti-)affinity placement honours
 
 __all__ = ["PODS", "Demands", "ScopedTerm"]
 
@@ -65,7 +65,7 @@ class ScopedTerm:
 
 def _scoped(namespace: str, terms: Iterable[PodAffinityTerm]) -> list[ScopedTerm]:
     """The ``terms`` placement honours (topology key: the hostname), scoped to ``namespace``."""
-    return [ScopedTerm(t, namespace) for t in terms if t.topology_key == HOSTNAME_LEVEL]
+    return [ScopedTerm(t, namespace) for t in terms if t.topology_key == HOSTNAME_LABEL]
 
 
 class Demands:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable
 
-from .prune import _held_in, _trees
+from .prune import _held_in
 from .quantity import format_quantity
+from .quota import tree_nominal
 from .snapshot import Snapshot
 from .workloads import Workload
 
@@ -51,7 +52,7 @@ class OverQuota:
 
 def over_quota(snapshot: Snapshot, workloads: Iterable[Workload]) -> tuple[OverQuota, ...]:
     """Every (tree, flavor, resource) whose admitted workloads hold more than the tree's quota."""
-    tree_of, quotas, _ = _trees(snapshot)
+    tree_of, quotas, _ = tree_nominal(snapshot)
     held: dict[tuple[str, str, str], Fraction] = defaultdict(Fraction)
     holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for w in workloads:

@@ -25,14 +25,13 @@ from .objects import Pod, PodSetSpec, Taint, Toleration
 from .podgroups import holds
 from .quantity import common_divisor, format_quantity
 from .snapshot import Snapshot
-from .topology import HOSTNAME_LEVEL, split_labels
-from .workloads import ADMISSION_GATE, Workload
+from .kueue_api import ADMISSION_GATE, HOSTNAME_LABEL
+from .topology import split_labels
+from .workloads import Workload
 
-__all__ = ["HOSTNAME_LABEL", "Pins", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
+__all__ = ["Pins", "NodeClass", "NodeClasses", "node_classes", "per_node", "tolerates",
            "assign_nodes", "Assignment", "free_shapes", "shortage", "bundle", "eligible_shapes"]
 
-#: The label an ungated pod is pinned to its node with (docs/placement.md).
-HOSTNAME_LABEL = HOSTNAME_LEVEL
 _MAX_TOTAL = 2**30 - 1  # as compiler.py: sums of amounts stay below clingo's 2**31
 _TERMINATED = ("Succeeded", "Failed")
 
@@ -288,9 +287,9 @@ def bundle(ps: PodSetSpec, pods: int) -> int:
     them where the pod set requires the hostname topology level, a slice where its slices are
     of the hostname level, else one."""
     t = ps.topology
-    if t is not None and t.mode == "required" and t.level == HOSTNAME_LEVEL:
+    if t is not None and t.mode == "required" and t.level == HOSTNAME_LABEL:
         return max(pods, 1)
-    if t is not None and t.slice_level == HOSTNAME_LEVEL and t.slice_size > 0:
+    if t is not None and t.slice_level == HOSTNAME_LABEL and t.slice_size > 0:
         return t.slice_size
     return 1
 

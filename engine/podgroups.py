@@ -54,16 +54,14 @@ from .plan import Plan, PodGroupEntry, PodGroupRelease as ReleaseEntry, Workload
 from .quantity import format_quantity
 from .queues import entry_usage
 from .reasons import Reason, make_reason
-from .snapshot import KUEUE_PREFIX, Snapshot
-from .trees import quota_trees
+from .kueue_api import ADMISSION_GATE, JOB_UID_LABEL, MANAGED_LABEL, PODSET_LABEL, POD_GROUP_LABEL, QUEUE_LABEL
+from .snapshot import Snapshot
+from .quota import nominal, quota_trees
 
-__all__ = ["POD_GROUP_LABEL", "MANAGED_LABEL", "COSCHEDULING_QUEUE", "WORKLOAD_PREFIX", "gang_scheduled", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
+__all__ = ["COSCHEDULING_QUEUE", "WORKLOAD_PREFIX", "gang_scheduled", "PHASES", "Hold", "Holds", "holds", "PodGroupStatus",
            "PodGroupRelease", "PodGroupDecisions", "podgroup_statuses", "describe_group", "group_members", "workload_key",
            "backoff_seconds", "group_queue", "rfc3339", "plan_entries"]
 
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-#: The label the webhook sets on every Pod it gates (Kueue uses the finalizer's key for it too).
-MANAGED_LABEL = KUEUE_PREFIX + "managed"
 #: The LocalQueue (in each namespace), ClusterQueue and ResourceFlavor through which the gangs
 #: of PodGroups without a queue are admitted: no quota applies there, only the nodes decide
 #: (coscheduling.py). The name is reserved.
@@ -72,10 +70,6 @@ WORKLOAD_PREFIX = "podgroup-"  # a gang's workload name: apart from Kueue pod gr
 PHASES = ("Pending", "InQueue", "Scheduling", "Running", "Finished", "Failed", "Unknown")
 BACKOFF_BASE_S = 60
 BACKOFF_MAX_S = 3600
-_QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
-_JOB_UID_LABEL = KUEUE_PREFIX + "job-uid"  # on a Workload Kueue made for a Job: the Job's uid
-_PODSET_LABEL = KUEUE_PREFIX + "podset"  # on the pods Kueue's job integrations make: their pod set
-_ADMISSION_GATE = KUEUE_PREFIX + "admission"
 _TERMINAL = ("Succeeded", "Failed")
 _WAITING = ("", "Pending", "InQueue")  # phases before any pod is placed
 
@@ -106,14 +100,14 @@ def gang_scheduled(queue: str, pods: Iterable[Pod]) -> bool:
     """Whether clueue decides when a group's pods start: it has a queue, or its pods were gated
     by clueue's webhook (labelled :data:`MANAGED_LABEL`, or gated still), as the pods of
     PodGroups without a queue are unless ``podGroups.gangScheduleWithoutQueue`` is off."""
-    return bool(queue) or any(p.labels.get(MANAGED_LABEL) == "true" or _ADMISSION_GATE in p.scheduling_gates
+    return bool(queue) or any(p.labels.get(MANAGED_LABEL) == "true" or ADMISSION_GATE in p.scheduling_gates
                               for p in pods)
 
 
 def group_queue(group: PodGroup, pods: list[Pod]) -> str:
     """The LocalQueue of a group: its own ``kueue.x-k8s.io/queue-name`` label, else its first
     pod's ("" : no queue, only nodes decide)."""
-    return group.labels.get(_QUEUE_LABEL) or next((p.labels[_QUEUE_LABEL] for p in pods if _QUEUE_LABEL in p.labels), "")
+    return group.labels.get(QUEUE_LABEL) or next((p.labels[QUEUE_LABEL] for p in pods if QUEUE_LABEL in p.labels), "")
 
 
 @dataclass(frozen=True)
@@ -274,7 +268,7 @@ def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str],
     trees: dict[str, _Pool] = {}
     for tree, tree_groups in groups.items():
         if tree.startswith("cohort/"):
-            free = _nominal(tree_groups)
+            free = nominal(tree_groups)
             for name in (q for q, t in tree_of.items() if t == tree):
                 for key, q in used.get(name, {}).items():
                     free[key] = free.get(key, Fraction(0)) - q
@@ -282,22 +276,12 @@ def _quota_pools(snapshot: Snapshot, used: Mapping[str, Mapping[tuple[str, str],
                                 _flavors(tree_groups), free)
     pools = {}
     for name, cq in snapshot.cluster_queues.items():
-        free = _nominal(cq.resource_groups)
+        free = nominal(cq.resource_groups)
         for key, q in used.get(name, {}).items():
             free[key] = free.get(key, Fraction(0)) - q
         own = _Pool(f"the quota of ClusterQueue {name}", _flavors(cq.resource_groups), free)
         pools[name] = [(name, own)] + ([("cohort", trees[tree_of[name]])] if tree_of[name] in trees else [])
     return pools
-
-
-def _nominal(groups: Iterable[ResourceGroup]) -> dict[tuple[str, str], Fraction]:
-    """(flavor, resource) -> nominal quota, summed over ``groups``."""
-    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-    for g in groups:
-        for fq in g.flavors:
-            for r, quota in fq.resources.items():
-                out[fq.flavor, r] += quota.nominal
-    return out
 
 
 def _flavors(groups: Iterable[ResourceGroup]) -> list[str]:
@@ -400,9 +384,9 @@ def _pods_to_come(snapshot: Snapshot) -> list[tuple[str, dict[str, Fraction], Ca
     once admitted), so the room its admission was placed in is held for them; its pods are
     known by their controller, the Job the Workload's ``kueue.x-k8s.io/job-uid`` label names,
     and by their ``kueue.x-k8s.io/podset`` label (without it, a one-pod-set Workload's)."""
-    admitted = [(key, obj, obj.labels[_JOB_UID_LABEL]) for key, obj in sorted(snapshot.workloads.items())
+    admitted = [(key, obj, obj.labels[JOB_UID_LABEL]) for key, obj in sorted(snapshot.workloads.items())
                 if obj.admission is not None and not obj.finished and not obj.owned_by_pods
-                and obj.labels.get(_JOB_UID_LABEL)]
+                and obj.labels.get(JOB_UID_LABEL)]
     jobs: dict[str, list[Pod]] = defaultdict(list)
     for pod in snapshot.pods.values() if admitted else ():
         if pod.controller_uid and pod.phase not in _TERMINAL and not pod.deleting:
@@ -411,7 +395,7 @@ def _pods_to_come(snapshot: Snapshot) -> list[tuple[str, dict[str, Fraction], Ca
     for key, obj, job in admitted:
         for a, spec, count in _held_pod_sets(obj):
             alone = a.name if len(obj.pod_sets) == 1 else ""  # pods without the label: of the one pod set
-            missing = count - sum(1 for p in jobs.get(job, ()) if p.labels.get(_PODSET_LABEL, alone) == a.name)
+            missing = count - sum(1 for p in jobs.get(job, ()) if p.labels.get(PODSET_LABEL, alone) == a.name)
             labels = {k: v for f in sorted(set(a.flavors.values())) if f in snapshot.flavors
                       for k, v in snapshot.flavors[f].node_labels.items()}
             if missing > 0:
@@ -530,7 +514,7 @@ def _placed(pod: Pod, queued: bool, admitted: bool) -> bool:
         return False  # counted as running or finished
     if pod.scheduled:
         return True
-    return queued and (admitted or _ADMISSION_GATE not in pod.scheduling_gates)
+    return queued and (admitted or ADMISSION_GATE not in pod.scheduling_gates)
 
 
 def _pod_phase(group: PodGroup, pods: list[Pod], queued: bool, admitted: bool) -> tuple[str, Reason | None]:

@@ -25,6 +25,7 @@ from typing import Iterable, Mapping
 
 from .fairsharing import PreemptionShares
 from .quantity import format_quantity
+from .quota import nominal
 from .reasons import Reason, make_reason
 from .snapshot import Snapshot
 from .solver import Decision
@@ -97,13 +98,12 @@ class Victims:
                 continue
             for (f, r), a in usage.items():
                 held[queue, f, r] += a
-        nominal = {(q, fq.flavor, r): rq.nominal for q, cq in snapshot.cluster_queues.items()
-                   for g in cq.resource_groups for fq in g.flavors for r, rq in fq.resources.items()}
+        quotas = {q: nominal(cq.resource_groups) for q, cq in snapshot.cluster_queues.items()}
         # Kueue's "while borrowing": once admitted, with every victim gone, the preemptor's queue
         # holds more than its nominal quota of a flavor and resource the preemptor uses.
         self.borrowing = frozenset(
             p for p in decision.preempting if p in self._by_key and any(
-                held[q, f, r] > nominal.get((q, f, r), 0)
+                held[q, f, r] > quotas.get(q, {}).get((f, r), 0)
                 for q in [decision.cluster_queues.get(p) or ""] for (f, r), a in _chosen(self._by_key[p], decision).items() if a))
 
     def rule(self, preemptor: str, victim_queue: str | None) -> str:

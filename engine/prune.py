@@ -56,7 +56,7 @@ from .memo import Changes, Memo
 from .objects import PodSetSpec, ResourceGroup
 from .policy import Policy
 from .snapshot import Snapshot
-from .trees import quota_trees
+from .quota import by_resource, nominal, tree_nominal, workload_queue
 from .workloads import Workload, Workloads
 
 __all__ = ["Selection", "select_candidates", "rank_key", "RULE_GROUPS"]
@@ -242,9 +242,8 @@ def _requests(ps: PodSetSpec) -> tuple[tuple[str, int, int], ...]:
 def _trees(snapshot: Snapshot) -> tuple[dict[str, str], dict[str, dict[tuple[str, str], Fraction]], frozenset[str]]:
     """ClusterQueue -> its quota tree; tree -> (flavor, resource) -> nominal quota of the whole
     tree; and the plain trees (:func:`_plain`)."""
-    tree_of, groups = quota_trees(snapshot)
-    quotas = {tree: _nominal_in(gs) for tree, gs in groups.items()}
-    return tree_of, quotas, frozenset(tree for tree, gs in groups.items() if _plain(gs, _by_resource(quotas[tree])))
+    tree_of, quotas, groups = tree_nominal(snapshot)
+    return tree_of, quotas, frozenset(tree for tree, gs in groups.items() if _plain(gs, by_resource(quotas[tree])))
 
 
 def _plain(groups: Iterable[ResourceGroup], totals: Mapping[str, Fraction]) -> bool:
@@ -428,12 +427,6 @@ def _least(shapes: Iterable[tuple[str, Mapping[str, Fraction]]]) -> dict[str, di
             for tree, all_needs in needs_of.items()}
 
 
-def _holding_queue(w: Workload, queues: Mapping[str, str]) -> str:
-    """The ClusterQueue whose quota ``w`` holds: its admission's (as eligibility.lp's
-    ``workload_cq/2`` counts it), else the one its LocalQueue points to."""
-    return (w.admission.cluster_queue if w.admission is not None else "") or queues.get(f"{w.namespace}/{w.queue}", "")
-
-
 def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping[str, str],
           quotas: Mapping[str, Mapping[tuple[str, str], Fraction]],
           held: Callable[[Workload], Mapping[tuple[str, str], Fraction]]) -> dict[str, dict[str, Fraction]]:
@@ -442,13 +435,13 @@ def _free(fixed: Iterable[Workload], queues: Mapping[str, str], tree_of: Mapping
     leaves nothing, and takes nothing from the others. ``held`` is :func:`_held_in`."""
     left = {tree: dict(q) for tree, q in quotas.items()}
     for w in fixed:
-        tree = tree_of.get(_holding_queue(w, queues))
+        tree = tree_of.get(workload_queue(w, queues))
         if w.admission is None or w.finished or tree not in left:
             continue
         for key, v in held(w).items():
             if key in left[tree]:
                 left[tree][key] -= v
-    return {tree: _by_resource({key: max(Fraction(0), v) for key, v in q.items()}) for tree, q in left.items()}
+    return {tree: by_resource({key: max(Fraction(0), v) for key, v in q.items()}) for tree, q in left.items()}
 
 
 class _Preemptors:
@@ -467,14 +460,14 @@ class _Preemptors:
                         if cq.reclaim_within_cohort != "Never"}
         self.borrow = {name: cq.borrow_max_priority for name, cq in cqs.items() if cq.borrow_within_cohort != "Never"}
         self.tree_of = tree_of
-        self.nominal = {name: _by_resource(_nominal_in(cqs[name].resource_groups))
+        self.nominal = {name: by_resource(nominal(cqs[name].resource_groups))
                         for name in {*self.within, *self.reclaim}}
         self.held = held
         self.admitted: dict[str, list[Workload]] = defaultdict(list)  # queue -> its admitted workloads
         # queue -> its nominal quota less what it holds (only where some queue reclaims)
-        self.unused = {name: _nominal_in(cq.resource_groups) for name, cq in cqs.items()} if self.reclaim else {}
+        self.unused = {name: nominal(cq.resource_groups) for name, cq in cqs.items()} if self.reclaim else {}
         for w in fixed:
-            cq = _holding_queue(w, queues)
+            cq = workload_queue(w, queues)
             if w.admission is not None and not w.finished and cq in cqs and (cq in self.within or self.reclaim):
                 self.admitted[cq].append(w)
                 for k, v in held(w).items() if self.reclaim else ():
@@ -507,7 +500,7 @@ class _Preemptors:
             # than the policy's can only make this answer yes where the policy's is no.
             victims = [w for w in self.admitted.get(cq, ()) if w.priority < priority
                        or (w.priority == priority and within == "LowerOrNewerEqualPriority")]
-            held = _by_resource(*map(self.held, victims)) if victims and not reclaim else {}
+            held = by_resource(*map(self.held, victims)) if victims and not reclaim else {}
             if victims and (reclaim or _fits(needs, {r: free.get(r, Fraction(0)) + held.get(r, Fraction(0))
                                                       for r in needs})):
                 return True
@@ -534,22 +527,3 @@ def _held_in(w: Workload) -> dict[tuple[str, str], Fraction]:
         for r, v in ps.requests.items():
             out[(flavors.get(ps.name, {}).get(r, ""), r)] += v * w.admitted_count(ps.name)
     return out
-
-
-def _nominal_in(groups: Iterable[ResourceGroup]) -> dict[tuple[str, str], Fraction]:
-    """(flavor, resource) -> nominal quota over ``groups``."""
-    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-    for g in groups:
-        for fq in g.flavors:
-            for r, q in fq.resources.items():
-                out[(fq.flavor, r)] += q.nominal
-    return out
-
-
-def _by_resource(*amounts: Mapping[tuple[str, str], Fraction]) -> dict[str, Fraction]:
-    """Amounts by (flavor, resource), summed by resource over the flavors and the mappings."""
-    out: dict[str, Fraction] = defaultdict(Fraction)
-    for each in amounts:
-        for (_, r), v in each.items():
-            out[r] += v
-    return dict(out)

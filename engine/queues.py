@@ -29,6 +29,7 @@ from .checks import inactive_checks
 from .objects import ClusterQueue
 from .plan import Plan, PodSetAssignment, WorkloadEntry
 from .quantity import format_quantity, parse_quantity
+from .quota import nominal
 from .snapshot import Snapshot
 
 __all__ = ["ResourceUsage", "FlavorUsage", "Condition", "QueueStatus", "ClusterQueueStatus", "LocalQueueStatus", "QueueStatuses",
@@ -206,11 +207,7 @@ def _layout(cq: ClusterQueue | None, used: Iterable[tuple[str, str]]) -> list[tu
 
 def _flavors(cq: ClusterQueue | None, held: Mapping[tuple[str, str], Fraction], *,
              borrowed: bool) -> tuple[FlavorUsage, ...]:
-    nominal: dict[tuple[str, str], Fraction] = {}
-    for group in cq.resource_groups if cq else ():
-        for fq in group.flavors:
-            for r, q in fq.resources.items():
-                nominal[(fq.flavor, r)] = q.nominal
+    quota = nominal(cq.resource_groups) if cq else {}
     # Borrowing needs a cohort to borrow from: a ClusterQueue without one borrows nothing, even
     # when it holds more than its quota (an over-commit, engine/overcommit.py), as Kueue writes it.
     lends = cq is not None and bool(cq.cohort)
@@ -219,7 +216,7 @@ def _flavors(cq: ClusterQueue | None, held: Mapping[tuple[str, str], Fraction], 
         row = []
         for r in resources:
             total = held.get((flavor, r), Fraction(0))
-            excess = max(Fraction(0), total - nominal.get((flavor, r), Fraction(0))) if lends else Fraction(0)
+            excess = max(Fraction(0), total - quota.get((flavor, r), Fraction(0))) if lends else Fraction(0)
             over = format_quantity(excess) if borrowed else None
             row.append(ResourceUsage(r, format_quantity(total), over))
         out.append(FlavorUsage(flavor, tuple(row)))

@@ -12,12 +12,14 @@ import hashlib
 import json
 from collections import abc
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 from .errors import SnapshotError
+from .fields import AT_PATH, INT32_LIMIT, Document, Fields
 from .memo import Changes, Memo
+from .quota import cohort_cycles
 from .objects import (
     Admission, AdmissionCheck, MultiKueueCluster, CheckRule, CheckState, ClusterQueue, Cohort, FlavorQuotas, KueueWorkload, LabelSelector, LocalQueue,
     Namespace, Node, NodeLabelRequirement, Pod, PodGroup, PodSetAdmission, PodSetSpec, PriorityClass,
@@ -25,39 +27,21 @@ from .objects import (
     Rejected, Requirement, ResourceFlavor, ResourceGroup, ResourceQuota, Taint, Toleration, Topology,
     TopologyRequest, WorkloadPriorityClass, STOP_POLICIES, CHECK_STATES, PodSetUpdate,
 )
-from .durations import parse_duration
-from .quantity import parse_quantity
 from .kueueconfig import KUEUE_CONFIG_MAP, KueueSettings, parse_kueue_config_map
+from .kueue_api import (
+    ADMISSION_GATE, HOSTNAME_LABEL, KUEUE_GROUP, KUEUE_PREFIX, POD_FINALIZER, SCHEDULING_GROUP, SCHEDULING_VERSIONS,
+    ROLE_HASH_ANNOTATION, SLICE_SIZE_ANNOTATION, SLICE_TOPOLOGY_ANNOTATION, TOPOLOGY_MODES, topology_annotation,
+)
 
-__all__ = ["Document", "Snapshot", "SCHEDULING_GROUP", "SCHEDULING_VERSIONS", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "WorkerView", "Fields", "parse_selector", "PodShape", "parse_pod_shape", "KUEUE_PREFIX", "ROLE_HASH_ANNOTATION",
-           "INT32_LIMIT", "parse_topology_request", "TOPOLOGY_MODES", "HOSTNAME_LEVEL"]
+# Document is re-exported: it is what build_snapshot reads (Fields and INT32_LIMIT live in fields.py).
+__all__ = ["Document", "Snapshot", "REQUEUES_ANNOTATION", "BACKOFF_ANNOTATION", "build_snapshot", "WorkerView",
+           "parse_selector", "PodShape", "parse_pod_shape", "parse_topology_request"]
 
-KUEUE_PREFIX = "kueue.x-k8s.io/"
-# Where a grouped pod keeps its role once clueue has ungated it (ungating changes the hashed spec).
-ROLE_HASH_ANNOTATION = KUEUE_PREFIX + "role-hash"
-POD_FINALIZER = KUEUE_PREFIX + "managed"  # set by the webhook on queued pods; removed once a pod is done with
-KUEUE_GROUP = "kueue.x-k8s.io"
-SCHEDULING_GROUP = "scheduling.x-k8s.io"  # the coscheduling plugin's PodGroup (v1alpha1)
-SCHEDULING_VERSIONS = ("v1alpha1",)
 # Kept on a PodGroup by clueue: its status schema has no room for them (unknown fields are pruned).
 REQUEUES_ANNOTATION = "clueue.dev/requeues"
 BACKOFF_ANNOTATION = "clueue.dev/backoff-until"
-INT32_LIMIT = 2**31  # Kubernetes' counts and priorities are int32
-#: The pod set annotations of Kueue's topology-aware scheduling, by mode:
-#: ``kueue.x-k8s.io/podset-<mode>-topology`` (docs/placement.md).
-TOPOLOGY_MODES = ("required", "preferred", "unconstrained")
-HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
 
-_AT_PATH: Any = object()  # an accessor's default ``value``: look the value up by its path
-
-
-@dataclass(frozen=True)
-class Document:
-    """One raw object and where it came from (``file.yaml#3`` or ``api``)."""
-
-    source: str
-    body: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -169,153 +153,14 @@ _DIGESTED = ("namespaces", "nodes", "priority_classes", "workload_priority_class
              "admission_checks", "multikueue_configs", "multikueue_clusters", "workers", "kueue_configs")
 
 
-class Fields:
-    """Typed access to one object's fields; every error names source, object and field.
-
-    The accessors take a dotted ``path`` into the object, or the ``value`` already found at
-    that path (``path`` then only names it in errors). An absent value (None) gives the default.
-    """
-
-    def __init__(self, doc: Document, kind: str) -> None:
-        self.doc = doc
-        meta = doc.body.get("metadata") or {}
-        if not isinstance(meta, abc.Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-            raise SnapshotError("a name is required", source=doc.source, obj=kind, field="metadata.name")
-        self.name: str = meta["name"]
-        ns = meta.get("namespace")
-        if ns is not None and not isinstance(ns, str):
-            raise SnapshotError(f"expected a string, got {ns!r}", source=doc.source, obj=f"{kind} {self.name}",
-                                field="metadata.namespace")
-        self.namespace: str = ns or "default"
-        self.kind = kind
-        self.meta = meta
-
-    @property
-    def ident(self) -> str:
-        return f"{self.kind} {self.name}"
-
-    def fail(self, path: str, message: str) -> SnapshotError:
-        return SnapshotError(message, source=self.doc.source, obj=self.ident, field=path)
-
-    def get(self, path: str, default: Any = None) -> Any:
-        node: Any = self.doc.body
-        for part in path.split("."):
-            if node is None:
-                return default
-            if type(node) is not dict and not isinstance(node, abc.Mapping):
-                raise self.fail(path, f"expected an object at {part!r}, got {type(node).__name__}")
-            node = node.get(part)
-        return default if node is None else node
-
-    def _at(self, path: str, value: Any) -> Any:
-        return self.get(path) if value is _AT_PATH else value
-
-    def typed(self, path: str, value: Any, kind: type, what: str) -> Any:
-        # The exact type first: nearly every value is a plain dict, list, str or int.
-        if type(value) is not kind and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise self.fail(path, f"expected {what}, got {value!r}")
-        return value
-
-    def string(self, path: str, default: str | None = None, value: Any = _AT_PATH) -> str | None:
-        value = self._at(path, value)
-        return default if value is None else self.typed(path, value, str, "a string")
-
-    def integer(self, path: str, default: int | None = None, value: Any = _AT_PATH) -> int | None:
-        """An int32, as every count and priority of the Kubernetes and Kueue APIs is."""
-        value = self._at(path, value)
-        if value is None:
-            return default
-        if not -INT32_LIMIT <= self.typed(path, value, int, "an integer") < INT32_LIMIT:
-            raise self.fail(path, f"{value} is out of range: at most {INT32_LIMIT - 1} in magnitude (32 bits)")
-        return value
-
-    def duration(self, path: str, default: float) -> float:
-        """Seconds of the duration at ``path`` (durations.py: ``90s``, ``1h30m``, a number of
-        seconds; ``default`` if unset)."""
-        value = self._at(path, _AT_PATH)
-        if value is None:
-            return default
-        try:
-            return parse_duration(value)
-        except ValueError as e:
-            raise self.fail(path, str(e)) from None
-
-    def count(self, path: str, default: int, value: Any = _AT_PATH) -> int:
-        """A number of pods: a non-negative int32 (``default`` if unset)."""
-        count = self.integer(path, None, value)
-        if count is not None and count < 0:
-            raise self.fail(path, f"expected a non-negative integer, got {count}")
-        return default if count is None else count
-
-    def flag(self, path: str, default: bool = False, value: Any = _AT_PATH) -> bool:
-        value = self._at(path, value)
-        return default if value is None else self.typed(path, value, bool, "true or false")
-
-    def mapping(self, path: str, value: Any = _AT_PATH) -> Mapping[str, Any]:
-        value = self._at(path, value)
-        if type(value) is dict:
-            return value
-        return {} if value is None else self.typed(path, value, abc.Mapping, "an object")
-
-    def items(self, path: str, value: Any = _AT_PATH) -> list[Any]:
-        value = self._at(path, value)
-        return [] if value is None else self.typed(path, value, list, "a list")
-
-    def objects(self, path: str, value: Any = _AT_PATH) -> list[tuple[str, Mapping[str, Any]]]:
-        """A list of objects, each with its own path (``path[i]``)."""
-        return [(f"{path}[{i}]", self.mapping(f"{path}[{i}]", v)) for i, v in enumerate(self.items(path, value))]
-
-    def strings(self, path: str, value: Any = _AT_PATH) -> tuple[str, ...]:
-        return tuple(self.typed(f"{path}[{i}]", v, str, "a string") for i, v in enumerate(self.items(path, value)))
-
-    def string_map(self, path: str, value: Any = _AT_PATH) -> dict[str, str]:
-        raw = self.mapping(path, value)
-        for k, v in raw.items():
-            if not isinstance(k, str):
-                raise self.fail(path, f"expected string keys, got {k!r}")
-            if not isinstance(v, str):
-                raise self.fail(f"{path}.{k}", f"expected a string value, got {v!r}")
-        return dict(raw)
-
-    def quantity(self, path: str, value: Any) -> Fraction:
-        try:
-            q = parse_quantity(value)
-        except ValueError as e:
-            raise self.fail(path, str(e)) from None
-        if q < 0:
-            raise self.fail(path, f"quantity {value!r} must not be negative")
-        return q
-
-    def resources(self, path: str, value: Any) -> dict[str, Fraction]:
-        raw = self.mapping(path, value)
-        return {self.typed(path, k, str, "resource names"): self.quantity(f"{path}.{k}", v) for k, v in raw.items()}
-
-    def timestamp(self, path: str = "metadata.creationTimestamp", value: Any = _AT_PATH) -> int:
-        """A time (by default ``metadata.creationTimestamp``) in seconds since the epoch (0 if
-        unset); a time without a zone is UTC, as Kubernetes writes them (and YAML reads unquoted ones)."""
-        raw = self.meta.get("creationTimestamp") if value is _AT_PATH and path == "metadata.creationTimestamp" \
-            else self._at(path, value)
-        if raw is None:
-            return 0
-        try:
-            stamp = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-        except ValueError:
-            raise self.fail(path, f"{raw!r} is not an RFC 3339 time") from None
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=timezone.utc)
-        # A difference of aware times: .timestamp() fails near year 1 in some time zones.
-        return int((stamp - _EPOCH).total_seconds())
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces of several kinds
 # --------------------------------------------------------------------------------------------
 
-def parse_selector(f: Fields, path: str, value: Any = _AT_PATH) -> LabelSelector | None:
-    raw = f.get(path) if value is _AT_PATH else value
+def parse_selector(f: Fields, path: str, value: Any = AT_PATH) -> LabelSelector | None:
+    raw = f.get(path) if value is AT_PATH else value
     if raw is None:
         return None
     f.typed(path, raw, abc.Mapping, "a label selector")
@@ -495,19 +340,19 @@ def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str])
     The modes exclude each other; ``unconstrained`` takes ``"true"`` or ``"false"``, the others
     the node label of a level. Slices (``podset-slice-required-topology`` and ``podset-slice-size``)
     go with ``required`` or ``preferred``, as Kueue validates them."""
-    found = [(mode, annotations[KUEUE_PREFIX + f"podset-{mode}-topology"]) for mode in TOPOLOGY_MODES
-             if KUEUE_PREFIX + f"podset-{mode}-topology" in annotations]
-    slices = KUEUE_PREFIX + "podset-slice-required-topology"
+    found = [(mode, annotations[topology_annotation(mode)]) for mode in TOPOLOGY_MODES
+             if topology_annotation(mode) in annotations]
+    slices = SLICE_TOPOLOGY_ANNOTATION
     if not found:
         if slices in annotations:
-            raise f.fail(f"{path}[{slices}]", f"needs {KUEUE_PREFIX}podset-required-topology or "
-                         f"{KUEUE_PREFIX}podset-preferred-topology beside it")
+            raise f.fail(f"{path}[{slices}]", f"needs {topology_annotation('required')} or "
+                         f"{topology_annotation('preferred')} beside it")
         return None
     if len(found) > 1:
-        raise f.fail(path, "only one of " + ", ".join(f"{KUEUE_PREFIX}podset-{m}-topology" for m, _ in found)
+        raise f.fail(path, "only one of " + ", ".join(topology_annotation(m) for m, _ in found)
                      + " may be set")
     mode, value = found[0]
-    where = f"{path}[{KUEUE_PREFIX}podset-{mode}-topology]"
+    where = f"{path}[{topology_annotation(mode)}]"
     if mode == "unconstrained":
         if value not in ("true", "false"):
             raise f.fail(where, f"expected \"true\" or \"false\", got {value!r}")
@@ -516,7 +361,7 @@ def parse_topology_request(f: Fields, path: str, annotations: Mapping[str, str])
         raise f.fail(where, "expected the node label of a topology level (e.g. cloud.provider.com/topology-rack)")
     if slices not in annotations:
         return TopologyRequest(mode, value)
-    size_key = KUEUE_PREFIX + "podset-slice-size"
+    size_key = SLICE_SIZE_ANNOTATION
     size = annotations.get(size_key, "")
     if not annotations[slices]:
         raise f.fail(f"{path}[{slices}]", "expected the node label of a topology level")
@@ -640,6 +485,9 @@ def _resource_groups(f: Fields) -> tuple[ResourceGroup, ...]:
         for fp, fl in f.objects(f"{gp}.flavors", g.get("flavors")):
             if not isinstance(fl.get("name"), str):
                 raise f.fail(f"{fp}.name", "the flavor name is required")
+            # Kueue's CRD keys a group's flavors by name: one quota per flavor and resource.
+            if any(other.flavor == fl["name"] for other in flavors):
+                raise f.fail(f"{fp}.name", f"flavor {fl['name']!r} is listed twice in this resource group")
             quotas: dict[str, ResourceQuota] = {}
             for rp, r in f.objects(f"{fp}.resources", fl.get("resources")):
                 name = r.get("name")
@@ -891,9 +739,9 @@ def _topology(f: Fields) -> Topology:
         levels.append(label)
     if not 1 <= len(levels) <= 16:
         raise f.fail("spec.levels", f"expected 1 to 16 levels, got {len(levels)}")
-    if HOSTNAME_LEVEL in levels[:-1]:
-        raise f.fail(f"spec.levels[{levels.index(HOSTNAME_LEVEL)}].nodeLabel",
-                     f"{HOSTNAME_LEVEL} can only be the lowest level")
+    if HOSTNAME_LABEL in levels[:-1]:
+        raise f.fail(f"spec.levels[{levels.index(HOSTNAME_LABEL)}].nodeLabel",
+                     f"{HOSTNAME_LABEL} can only be the lowest level")
     return Topology(f.name, tuple(levels))
 
 
@@ -1032,46 +880,14 @@ def build_snapshot(documents: Iterable[Document], *, lenient: bool = False) -> S
     for document in documents:
         read(document)
     if lenient:
-        for kind, key, error in _cohort_cycles(collected["cohorts"], collected["cluster_queues"]):
+        # Such a quota tree has no root, so none of its quota can be counted (quota.py).
+        for kind, key, error in cohort_cycles(collected["cohorts"], collected["cluster_queues"]):
             del collected["cohorts" if kind == "Cohort" else "cluster_queues"][key]
             rejected.append(_rejected(quota_docs[(kind, key)], error))
     if not any(collected.values()) and not rejected:
         notices.append("the snapshot holds no objects clueue reads")
     return Snapshot(**{attr: dict(sorted(objs.items())) for attr, objs in collected.items()},
                     notices=tuple(notices), rejected=tuple(rejected))
-
-
-def _cohort_cycles(cohorts: Mapping[str, Cohort],
-                   queues: Mapping[str, ClusterQueue]) -> list[tuple[str, str, SnapshotError]]:
-    """The Cohorts whose parents form a cycle, and the ClusterQueues under them, each with why.
-
-    Such a quota tree has no root, so none of its quota can be counted: a live snapshot leaves
-    these objects out (offline, the compiler refuses the cycle)."""
-    cycle_of: dict[str, str] = {}
-    for start in cohorts:
-        path, node = [start], cohorts[start].parent
-        while node in cohorts and node not in path and node not in cycle_of:
-            path.append(node)
-            node = cohorts[node].parent
-        if node in path:
-            loop = path[path.index(node):]
-            for member in loop:
-                cycle_of[member] = " -> ".join(loop + [node])
-    in_cycle: dict[str, str] = {}  # every cohort under a cycle, and the cycle
-    for start in cohorts:
-        node: str | None = start
-        seen = set()
-        while node in cohorts and node not in cycle_of and node not in seen:
-            seen.add(node)
-            node = cohorts[node].parent
-        if node in cycle_of:
-            in_cycle[start] = cycle_of[node]
-    out = [("Cohort", name, SnapshotError(f"cohort parents form a cycle: {why}", field="spec.parentName"))
-           for name, why in sorted(in_cycle.items())]
-    out += [("ClusterQueue", cq.name, SnapshotError(f"its cohort {cq.cohort} is in or under a cycle of cohort "
-                                                    f"parents: {in_cycle[cq.cohort]}", field="spec.cohort"))
-            for cq in queues.values() if cq.cohort in in_cycle]
-    return out
 
 
 def _rejected(doc: Document, error: SnapshotError) -> Rejected:
@@ -1091,7 +907,7 @@ def _rejected(doc: Document, error: SnapshotError) -> Rejected:
     admission = status.get("admission") if body.get("kind") == "Workload" else None
     gates = spec.get("schedulingGates") if isinstance(spec.get("schedulingGates"), list) else []
     started = body.get("kind") == "Pod" and status.get("phase") not in ("Succeeded", "Failed") and not any(
-        isinstance(g, Mapping) and g.get("name") == KUEUE_PREFIX + "admission" for g in gates)
+        isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates)
     return Rejected(
         kind=text(body.get("kind")), api_version=text(body.get("apiVersion")), namespace=text(meta.get("namespace")),
         name=text(meta.get("name")), uid=text(meta.get("uid")), source=doc.source, field=error.field,

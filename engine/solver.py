@@ -18,6 +18,7 @@ import clingo.ast as _ast
 
 from .errors import PolicyError, SnapshotError, SolveError
 from .facts import defined_directives, value_text
+from .kueue_api import HOSTNAME_LABEL
 from .line import given_back_facts, in_line
 from .policy import Policy, PolicyFile
 
@@ -509,7 +510,6 @@ class _Checked:
     unsure: bool  # some candidate was left out because its check ran out of time
 
 
-HOSTNAME_LEVEL = "kubernetes.io/hostname"  # a Topology level of one node per domain
 
 # Two ways of choosing the classes a pod set's pods go to, among those of its flavor; both first
 # take the classes whose nodes its pods fill exactly (as many as one node takes leave it nothing
@@ -590,7 +590,7 @@ class _NodeRoom:
                     ordered = [fc[3] for fc in sorted(facts_of, key=key)]
                     if mode != "required":
                         groups = [ordered]
-                    elif level == HOSTNAME_LEVEL:  # one node: one class, of nodes that take them all
+                    elif level == HOSTNAME_LABEL:  # one node: one class, of nodes that take them all
                         groups = [[c] for c in ordered if fit[c] >= count.get(wps, 0)]
                     else:
                         by_domain: dict[Any, list[int]] = {}  # in the order of their first class

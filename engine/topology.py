@@ -23,9 +23,10 @@ from typing import Iterable, Mapping, Sequence
 
 from .objects import PodSetSpec, Topology, TopologyRequest
 from .plan import TopologyAssignment
-from .snapshot import HOSTNAME_LEVEL, KUEUE_PREFIX, Snapshot
+from .kueue_api import HOSTNAME_LABEL, SLICE_SIZE_ANNOTATION, SLICE_TOPOLOGY_ANNOTATION, topology_annotation
+from .snapshot import Snapshot
 
-__all__ = ["HOSTNAME_LEVEL", "Fits", "annotation", "domain", "domain_costs", "flavor_topology", "split_labels",
+__all__ = ["Fits", "annotation", "domain", "domain_costs", "flavor_topology", "split_labels",
            "topology_assignment", "topology_unfit", "unusable"]
 
 #: A preferred pod set's cost of one domain at a level grows by this factor per level up, at most:
@@ -35,7 +36,7 @@ _MAX_COST = 2**20
 
 def annotation(request: TopologyRequest) -> str:
     """The pod set annotation ``request`` was read from, for messages."""
-    return f"{KUEUE_PREFIX}podset-{request.mode}-topology"
+    return topology_annotation(request.mode)
 
 
 def flavor_topology(snapshot: Snapshot, flavor: str) -> Topology | None:
@@ -75,13 +76,13 @@ def unusable(snapshot: Snapshot, ps: PodSetSpec, flavor: str) -> str | None:
 def _slice_problem(topology: Topology, count: int, request: TopologyRequest) -> str | None:
     """What is wrong with a pod set's slices in ``topology``, as Kueue validates them: their level
     is one of the Topology's, at or below the pod set's, and their size divides its pods."""
-    where = f"{KUEUE_PREFIX}podset-slice-required-topology"
+    where = SLICE_TOPOLOGY_ANNOTATION
     if request.slice_level not in topology.levels:
         return f"Topology {topology.name} has no level {request.slice_level} (spec.levels), which {where} names"
     if topology.levels.index(request.slice_level) < topology.levels.index(request.level):
         return f"{where} {request.slice_level} is above the pod set's level {request.level} in Topology {topology.name}"
     if count % request.slice_size:
-        return f"its {count} pods are no whole number of slices of {KUEUE_PREFIX}podset-slice-size {request.slice_size}"
+        return f"its {count} pods are no whole number of slices of {SLICE_SIZE_ANNOTATION} {request.slice_size}"
     return None
 
 
@@ -90,7 +91,7 @@ def _above(topology: Topology, level: str) -> tuple[str, ...]:
     (a node is its own domain there: node classes are never split by it)."""
     if level not in topology.levels:
         return ()
-    return tuple(l for l in topology.levels[:topology.levels.index(level) + 1] if l != HOSTNAME_LEVEL)
+    return tuple(l for l in topology.levels[:topology.levels.index(level) + 1] if l != HOSTNAME_LABEL)
 
 
 def split_labels(snapshot: Snapshot, pod_sets: Iterable[PodSetSpec]) -> set[str]:
@@ -140,7 +141,7 @@ def _best_domain(topology: Topology, request: TopologyRequest, fits: Fits) -> tu
     has slices, and how many (``("", 0)`` when no node is in a domain of the level); at the
     hostname level, the best node (unnamed)."""
     size = request.slice_size or 1
-    if request.level == HOSTNAME_LEVEL:
+    if request.level == HOSTNAME_LABEL:
         return "", max((per_node // size * size for _, per_node, _ in fits), default=0)
     # pods per domain of the slice level (or per node), rounded down to whole slices
     pieces: dict[tuple[str, str], int] = defaultdict(int)
@@ -148,7 +149,7 @@ def _best_domain(topology: Topology, request: TopologyRequest, fits: Fits) -> tu
         d = domain(topology, request.level, labels)
         if d is None:
             continue
-        if request.slice_level == HOSTNAME_LEVEL:
+        if request.slice_level == HOSTNAME_LABEL:
             pieces[d, f"node shape {i}"] += per_node // size * size * nodes
         else:
             pieces[d, domain(topology, request.slice_level or request.level, labels) or ""] += per_node * nodes
@@ -178,7 +179,7 @@ def topology_unfit(snapshot: Snapshot, ps: PodSetSpec, flavors: Mapping[str, Fit
             where, fit = _best_domain(topology, request, fits)
             if fit >= ps.count:
                 return None
-            one = "node" if request.level == HOSTNAME_LEVEL else f"{request.level} domain"
+            one = "node" if request.level == HOSTNAME_LABEL else f"{request.level} domain"
             if request.slice_size:
                 one += f", in slices of {request.slice_size} within one {request.slice_level}"
             why = f"needs {ps.count} pods in one {one}; " + (
@@ -197,11 +198,11 @@ def topology_assignment(snapshot: Snapshot, flavors: Mapping[str, str], nodes: S
     topology = next((t for t in (flavor_topology(snapshot, f) for f in sorted(set(flavors.values()))) if t), None)
     if topology is None or not nodes:
         return None
-    levels = (HOSTNAME_LEVEL,) if topology.levels[-1] == HOSTNAME_LEVEL else topology.levels
+    levels = (HOSTNAME_LABEL,) if topology.levels[-1] == HOSTNAME_LABEL else topology.levels
     counts: dict[tuple[str, ...], int] = defaultdict(int)
     for name in nodes:
         node = snapshot.nodes.get(name)
         # the hostname level's value is the Node's own label (what pins its pods), else its name
-        labels = {HOSTNAME_LEVEL: name, **(node.labels if node is not None else {})}
+        labels = {HOSTNAME_LABEL: name, **(node.labels if node is not None else {})}
         counts[tuple(labels.get(level, "") for level in levels)] += 1
     return TopologyAssignment(levels, tuple(sorted(counts.items())))

@@ -30,24 +30,15 @@ from .parsing import parse_yaml
 from .checks import admission_flavors, check_states, eviction, required_checks, retrying, multikueue_check
 from .objects import Admission, CheckState, KueueWorkload, ResourceGroup, Namespace, Pod, PodSetAdmission, PodSetSpec
 from .reasons import Reason, make_reason
-from .trees import quota_trees
-from .podgroups import COSCHEDULING_QUEUE, MANAGED_LABEL, POD_GROUP_LABEL, WORKLOAD_PREFIX, group_queue, rfc3339
-from .snapshot import INT32_LIMIT, KUEUE_PREFIX, Document, Snapshot, Fields, parse_pod_shape, parse_topology_request
+from .quota import by_resource, nominal, quota_trees
+from .podgroups import COSCHEDULING_QUEUE, WORKLOAD_PREFIX, group_queue, rfc3339
+from .kueue_api import (ADMISSION_GATE, GROUP_LABEL, MANAGED_LABEL, POD_GROUP_LABEL, PREBUILT_LABEL, PRIORITY_CLASS_LABEL,
+                        QUEUE_LABEL, RETRIABLE_ANNOTATION, ROLE_LABEL, SETS_ANNOTATION, TOTAL_ANNOTATION)
+from .fields import INT32_LIMIT, Document, Fields
+from .snapshot import Snapshot, parse_pod_shape, parse_topology_request
 
-__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "ADMISSION_GATE", "MAX_ROLES",
-           "WORKLOAD_UID_ANNOTATION", "PREBUILT_LABEL"]
+__all__ = ["Workload", "PodAction", "Workloads", "build_workloads", "MAX_ROLES", "WORKLOAD_UID_ANNOTATION"]
 
-ADMISSION_GATE = KUEUE_PREFIX + "admission"
-QUEUE_LABEL = KUEUE_PREFIX + "queue-name"
-GROUP_LABEL = KUEUE_PREFIX + "pod-group-name"
-ROLE_LABEL = KUEUE_PREFIX + "pod-group-role"
-TOTAL_ANNOTATION = KUEUE_PREFIX + "pod-group-total-count"
-SETS_ANNOTATION = KUEUE_PREFIX + "pod-group-sets"
-RETRIABLE_ANNOTATION = KUEUE_PREFIX + "retriable-in-group"
-PRIORITY_CLASS_LABEL = KUEUE_PREFIX + "priority-class"
-#: On pods whose Workload exists already, made by someone else (MultiKueue's manager makes the
-#: copy a worker admits, then the pods, labelled with its name): no other Workload is made for them.
-PREBUILT_LABEL = KUEUE_PREFIX + "prebuilt-workload-name"
 #: Recorded on each pod when it is ungated: the uid of the Workload whose admission it runs
 #: under. A live pod whose recorded Workload is gone (or being deleted) belongs to a group that
 #: ended: deleting the Workload is how a user declares a group failed (KEP-976).
@@ -768,13 +759,12 @@ class _Builder:
         """ClusterQueue -> the nominal quota of its whole quota tree, the largest quantity
         dividing every quota of it, and that quota as a float a little short, per resource."""
         tree_of, groups = self._trees
-        totals: dict[str, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+        totals = {tree: by_resource(nominal(tree_groups)) for tree, tree_groups in groups.items()}
         steps: dict[str, dict[str, Fraction]] = defaultdict(dict)
         for tree, tree_groups in groups.items():
             for g in tree_groups:
                 for fq in g.flavors:
                     for r, q in fq.resources.items():
-                        totals[tree][r] += q.nominal
                         if q.nominal:
                             steps[tree][r] = common_divisor((steps[tree].get(r, q.nominal), q.nominal))
         # A float a little below the total: whatever a float of the asks rounds, less is surely less.

@@ -16,7 +16,7 @@ from clueue.engine import Plan, Snapshot
 from clueue.engine.objects import ResourceGroup
 from clueue.engine.quantity import format_quantity, parse_quantity
 from clueue.engine.queues import ClusterQueueStatus, queue_statuses
-from clueue.engine.trees import quota_trees
+from clueue.engine.quota import quota_trees
 
 from .svg import BORROWED, SEGMENT_COLOURS, USED, Bar, Segment, quota_bars
 

@@ -21,7 +21,7 @@ from clueue.engine import Config
 from clueue.engine.config import DecisionLogConfig, PodGroups
 from clueue.engine.objects import LabelSelector
 from clueue.engine.durations import parse_duration
-from clueue.engine.snapshot import Fields
+from clueue.engine.fields import Fields
 
 from .schema import DecisionLogError
 from .units import parse_size

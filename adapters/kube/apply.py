@@ -139,6 +139,7 @@ from clueue.engine.objects import Rejected
 from clueue.engine.preemption import RULES
 from clueue.engine.quantity import format_quantity
 from clueue.engine.queues import assignment_usage
+from clueue.engine.kueue_api import ADMISSION_GATE as GATE, POD_FINALIZER as FINALIZER
 from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
 
 from .consistency import admission_difference, missing_owners, pod_set_difference, reasons_digest, tag_of, tagged
@@ -151,8 +152,6 @@ from .retry import call, counting_retries, missing_is_none, update_with_retry
 
 __all__ = ["ApplyResult", "SentWarnings", "apply_plan", "desired_status", "GATE", "FINALIZER", "MANAGER", "WORKERS"]
 
-GATE = "kueue.x-k8s.io/admission"
-FINALIZER = "kueue.x-k8s.io/managed"
 MANAGER = "clueue"
 WORKERS = 16  # workloads applied at once: enough to keep an API server busy; GIL-bound beyond
 _MESSAGE_LIMIT = 32 * 1024  # condition messages are capped by the API at 32 KiB

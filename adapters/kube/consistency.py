@@ -14,7 +14,8 @@ from typing import Any, Iterable, Mapping
 from clueue.engine import ClueueError, Document, WorkloadEntry
 from clueue.engine.quantity import parse_quantity
 from clueue.engine.reasons import Reason
-from clueue.engine.snapshot import Fields, parse_pod_shape
+from clueue.engine.fields import Fields
+from clueue.engine.snapshot import parse_pod_shape
 
 __all__ = ["pod_set_difference", "missing_owners", "admission_difference", "reasons_digest", "tagged", "tag_of"]
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from kubernetes import client
 
 from clueue.engine.kueueconfig import KUEUE_CONFIG_MAP
-from clueue.engine.snapshot import SCHEDULING_GROUP, SCHEDULING_VERSIONS
+from clueue.engine.kueue_api import KUEUE_GROUP, SCHEDULING_GROUP, SCHEDULING_VERSIONS
 
 from .errors import api_errors
 from .retry import call
@@ -16,7 +16,6 @@ from .retry import call
 __all__ = ["Kind", "KINDS", "KUEUE_GROUP", "SCHEDULING_GROUP", "POD_GROUP_VERSION", "kueue_version",
            "served_kinds"]
 
-KUEUE_GROUP = "kueue.x-k8s.io"
 POD_GROUP_VERSION = SCHEDULING_VERSIONS[0]  # the coscheduling plugin's PodGroup
 
 

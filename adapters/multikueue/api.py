@@ -15,7 +15,10 @@ from typing import Any, Callable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from clueue.engine.workloads import PREBUILT_LABEL  # the engine ties a worker's pods to their copy by it
+from clueue.engine.kueue_api import (  # the engine ties a worker's pods to their copy by PREBUILT_LABEL
+    MULTIKUEUE_CONTROLLER as CONTROLLER_NAME, MULTIKUEUE_ORIGIN_LABEL as ORIGIN_LABEL,
+    MULTIKUEUE_ORIGIN_UID_ANNOTATION as ORIGIN_UID_ANNOTATION, PREBUILT_LABEL,
+)
 
 from ..kube.events import event_body, involved_object
 from ..kube.kinds import KUEUE_GROUP, kueue_version
@@ -28,9 +31,6 @@ __all__ = ["CONTROLLER_NAME", "ORIGIN_LABEL", "ORIGIN_UID_ANNOTATION", "PREBUILT
 
 log = logging.getLogger("clueue.multikueue")
 
-CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"  # AdmissionCheck.spec.controllerName of MultiKueue checks
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"  # on every remote copy: which manager made it
-ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"  # the manager Workload's uid
 COMPONENT = "clueue-multikueue"  # the reportingComponent of its Events
 
 

@@ -30,10 +30,7 @@ from clueue.adapters.kube.retry import call, missing_is_none, update_with_retry
 from clueue.engine import AdapterError
 from clueue.engine.config import Config
 from clueue.engine.objects import LabelSelector, Requirement
-from clueue.engine.podgroups import POD_GROUP_LABEL
-from clueue.engine.workloads import QUEUE_LABEL
-
-from .mutate import MANAGED_LABEL
+from clueue.engine.kueue_api import MANAGED_LABEL, POD_GROUP_LABEL, QUEUE_LABEL
 
 __all__ = ["MUTATING_NAME", "GATE_WEBHOOK", "GATE_PODGROUPS_WEBHOOK", "VALIDATING_NAME", "MUTATE_PATH", "VALIDATE_PATH",
            "webhook_configurations", "selector_body", "register_configurations", "update_configurations",

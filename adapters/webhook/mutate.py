@@ -23,17 +23,20 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clueue.adapters.kube.apply import FINALIZER, GATE
 from clueue.engine.config import Config
-from clueue.engine.podgroups import MANAGED_LABEL, POD_GROUP_LABEL
-from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
-from clueue.engine.workloads import (
+from clueue.engine.kueue_api import (
+    ADMISSION_GATE as GATE,
     GROUP_LABEL,
+    MANAGED_LABEL,
+    POD_FINALIZER as FINALIZER,
+    POD_GROUP_LABEL,
     QUEUE_LABEL,
     RETRIABLE_ANNOTATION,
+    ROLE_HASH_ANNOTATION,
     SETS_ANNOTATION,
     TOTAL_ANNOTATION,
 )
+from clueue.engine.snapshot import role_hash
 
 __all__ = ["MANAGED_LABEL", "NAME_LABEL", "subject_to_queueing", "gang_scheduled_without_queue", "owner_kinds", "mutate",
            "validate", "pointer"]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from clueue.engine.podgroups import POD_GROUP_LABEL
-from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
+from clueue.engine.kueue_api import POD_GROUP_LABEL, ROLE_HASH_ANNOTATION
+from clueue.engine.snapshot import role_hash
 from tests.e2e.controller_harness import CONTROLLER_NS, start_controller, stop_controller, wait_until
 from tests.e2e.test_adapter import create, gated_pod, queue_setup
 from tests.testenv.build import ensure_binaries

@@ -23,7 +23,8 @@ from clueue.adapters.kube.decide import Decided, decide_and_apply
 from clueue.adapters.kube.pacing import PendingWriteLimiter
 from clueue.adapters.kube.read import read_cluster
 from clueue.engine import Plan, Snapshot, load_policy, run_cycle
-from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
+from clueue.engine.kueue_api import ROLE_HASH_ANNOTATION
+from clueue.engine.snapshot import role_hash
 from clueue.engine.workloads import WORKLOAD_UID_ANNOTATION
 from tests.e2e.test_adapter import KUEUE, create, gated_pod, queue_setup, tag, workload_object
 from tests.e2e.test_preemption import preempting_queue

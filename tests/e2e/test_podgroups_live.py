@@ -22,7 +22,7 @@ from clueue.adapters.kube import read_cluster
 from clueue.adapters.kube.decide import decide_and_apply
 from clueue.adapters.kube.kinds import served_kinds
 from clueue.engine import load_policy
-from clueue.engine.podgroups import POD_GROUP_LABEL
+from clueue.engine.kueue_api import POD_GROUP_LABEL
 from tests.e2e.controller_harness import (  # noqa: F401 - cluster and api are this module's fixtures
     api, cluster, controller_log, start_controller, stop_controller, wait_until,
 )

@@ -15,7 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from clueue.engine.snapshot import ROLE_HASH_ANNOTATION, role_hash
+from clueue.engine.kueue_api import ROLE_HASH_ANNOTATION
+from clueue.engine.snapshot import role_hash
 from tests.e2e.controller_harness import wait_until
 from tests.e2e.test_adapter import KUEUE, create, gated_pod, queue_setup
 # the module's own control plane with kube-scheduler, its controller and an admin client, as there

@@ -10,7 +10,8 @@ from typing import Any
 
 from clueue.engine import Config, Document, build_snapshot, load_policy, run_cycle
 from clueue.engine.config import PodGroups
-from clueue.engine.podgroups import POD_GROUP_LABEL, backoff_seconds, podgroup_statuses
+from clueue.engine.kueue_api import POD_GROUP_LABEL
+from clueue.engine.podgroups import backoff_seconds, podgroup_statuses
 from tests.builders import cluster_queue, flatten, flavor, local_queue, pod, states, ts, workload
 
 QUEUE = [flavor("default"), cluster_queue("cq", {"default": {"cpu": 4}}), local_queue("cq")]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clueue.engine.podgroups import COSCHEDULING_QUEUE, MANAGED_LABEL, POD_GROUP_LABEL, backoff_seconds
+from clueue.engine.kueue_api import MANAGED_LABEL, POD_GROUP_LABEL
+from clueue.engine.podgroups import COSCHEDULING_QUEUE, backoff_seconds
 from tests.builders import pod, states, ts, workload
 from tests.scenarios.test_podgroups import QUEUE, UNQUEUED_TO_NODES, at, cycle, phase, podgroup, ungated
 

@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from clueue.adapters.cli import main
-from clueue.engine.podgroups import POD_GROUP_LABEL
+from clueue.engine.kueue_api import POD_GROUP_LABEL
 from tests.builders import cluster_queue, flavor, local_queue, namespace, pod
 
 #: A policy under which nothing of namespace hpc is admitted: the gang waits, so its group does not

@@ -22,7 +22,7 @@ from clueue.adapters.decisionlog.timeline import timeline
 from clueue.adapters.files import parse_config
 from clueue.engine import Config, Document, SnapshotError, build_snapshot, load_policy, run_cycle
 from clueue.engine.config import DecisionLogConfig
-from clueue.engine.snapshot import Fields
+from clueue.engine.fields import Fields
 from tests.builders import cluster_queue, flatten, flavor, local_queue, namespace, workload
 
 POLICY = load_policy()

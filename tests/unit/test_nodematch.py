@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from clueue.engine.nodematch import PODS, Demands
-from clueue.engine.snapshot import HOSTNAME_LEVEL as HOSTNAME_LABEL
+from clueue.engine.kueue_api import HOSTNAME_LABEL
 from clueue.engine.objects import (LabelSelector, Node, NodeNeeds, NodeSelectorRequirement, NodeSelectorTerm,
                                    PodAffinityTerm, Requirement)
 

@@ -46,6 +46,11 @@ def test_v1beta1_and_v1beta2_field_names_load_the_same():
     ({**cluster_queue("cq"), "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
         {"name": "f", "resources": [{"name": "memory", "nominalQuota": 1}]}]}]}},
      "spec.resourceGroups[0].flavors[0].resources[0].name", "coveredResources"),
+    # Kueue keys a group's flavors by name: two quotas for one flavor and resource cannot be told apart.
+    ({**cluster_queue("cq"), "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]},
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}},
+     "spec.resourceGroups[0].flavors[1].name", "listed twice"),
     ({"apiVersion": "kueue.x-k8s.io/v1alpha9", "kind": "ClusterQueue", "metadata": {"name": "x"}}, "apiVersion", "v1beta1"),
     (cluster_queue("cq", preemption={"withinClusterQueue": "Always"}), "spec.preemption.withinClusterQueue",
      "LowerOrNewerEqualPriority"),

@@ -13,7 +13,8 @@ from clueue.engine import Document, SnapshotError, build_snapshot
 from clueue.engine.objects import PodSetSpec, Topology, TopologyRequest
 from clueue.engine.placement import assign_nodes, bundle, node_classes
 from clueue.engine.plan import TopologyAssignment
-from clueue.engine.snapshot import Fields, parse_topology_request
+from clueue.engine.fields import Fields
+from clueue.engine.snapshot import parse_topology_request
 from clueue.engine.topology import (domain, domain_costs, split_labels, topology_assignment, topology_unfit,
                                     unusable)
 from clueue.engine.workloads import Workload
